@@ -1,0 +1,46 @@
+# eppsim build and test entry points. Every target uses only the Go toolchain
+# and the Go module proxy; staticcheck is pinned as a tool in go.mod.
+
+GO        ?= go
+PKGS      ?= ./...
+BENCHTIME ?= 1x
+FUZZTIME  ?= 10s
+
+.PHONY: all build test vet staticcheck lint demo bench fuzz clean
+
+all: build test
+
+build:
+	$(GO) build -o bin/eppsim ./cmd/eppsim
+
+## test: vet + staticcheck + the whole suite under the race detector.
+test: vet staticcheck
+	$(GO) test -race -count=1 $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+staticcheck:
+	$(GO) tool staticcheck $(PKGS)
+
+lint: vet staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## demo: the main job on the embedded default workload.
+demo:
+	$(GO) run ./cmd/eppsim run
+
+## bench: the simulator's own speed (see README "Performance").
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## fuzz: a short run of every fuzz target (one package at a time, as go test requires).
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+clean:
+	rm -rf bin
