@@ -1,0 +1,253 @@
+package epp
+
+import (
+	"errors"
+	"fmt"
+)
+
+// WeightedScorer is a scorer reference in a profile with its weight.
+type WeightedScorer struct {
+	Scorer
+	Weight float64
+}
+
+// Profile is one scheduling profile: filters, weighted scorers and a picker,
+// in configuration order (spec §2.3).
+type Profile struct {
+	Name    string
+	Filters []Filter
+	Scorers []WeightedScorer
+	Picker  Picker
+}
+
+// ErrNoEndpoints is returned when a profile's filters leave no candidate
+// (spec §2.3: ResourceExhausted, "no endpoints available").
+var ErrNoEndpoints = errors.New("no endpoints available")
+
+// Run executes one profile on the candidates (spec §2.3). When trace is
+// non-nil it is filled with every intermediate value.
+func (p *Profile) Run(c *Cycle, req *Request, candidates []*Endpoint, trace *ProfileTrace) (*ProfileResult, error) {
+	eps := candidates
+	for _, f := range p.Filters {
+		eps = f.Filter(c, req, eps)
+		if trace != nil {
+			trace.Filters = append(trace.Filters, FilterTrace{Filter: f.Name(), Survivors: Names(eps)})
+		}
+		if len(eps) == 0 {
+			return nil, fmt.Errorf("profile %q: filter %q: %w", p.Name, f.Name(), ErrNoEndpoints)
+		}
+	}
+	totals := make([]float64, len(eps))
+	raw := make([]float64, len(eps))
+	for _, s := range p.Scorers {
+		clear(raw)
+		s.Score(c, req, eps, raw)
+		for i, v := range raw {
+			// Per-scorer clamp to [0,1], then weight; the sum is not
+			// normalised by the total weight (spec §2.3).
+			totals[i] += min(max(v, 0), 1) * s.Weight
+		}
+		if trace != nil {
+			trace.Scorers = append(trace.Scorers, ScorerTrace{Scorer: s.Name(), Weight: s.Weight, Raw: append([]float64(nil), raw...)})
+		}
+	}
+	// Upstream builds this list by iterating a Go map (random order); eppsim
+	// keeps candidate order and leaves tie-breaking to the picker's seeded
+	// stream (spec §13).
+	scored := make([]ScoredEndpoint, len(eps))
+	for i, e := range eps {
+		scored[i] = ScoredEndpoint{Endpoint: e, Score: totals[i]}
+	}
+	if trace != nil {
+		trace.Profile = p.Name
+		trace.Candidates = Names(eps)
+		trace.Totals = append([]float64(nil), totals...)
+	}
+	targets := p.Picker.Pick(c, req, scored)
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("profile %q: picker %q: %w", p.Name, p.Picker.Name(), ErrNoEndpoints)
+	}
+	if trace != nil {
+		trace.Picked = Names(targets)
+		best := targets[0]
+		var top float64
+		for i, e := range eps {
+			if e == best {
+				top = totals[i]
+			}
+		}
+		for i, e := range eps {
+			if e != best && totals[i] == top {
+				trace.Tied = true
+				break
+			}
+		}
+	}
+	return &ProfileResult{Targets: targets, Trace: trace}, nil
+}
+
+// Router is an assembled EPP: data producers in dependency order, the
+// scheduling profiles and their handler, and the hooks that run around
+// routing. It keeps the endpoint set and the last scraped metrics.
+// A Router is not safe for concurrent use; the simulator drives it from one
+// goroutine.
+type Router struct {
+	Producers []DataProducer // in execution order (spec §1.3 step 7)
+	Profiles  []*Profile
+	Handler   ProfileHandler
+	// PreRequest and Response hooks in registration order (spec §2.1 step 12).
+	PreRequest []PreRequestHook
+	Response   []ResponseHook
+	// KVConsumers receive replica KV events.
+	KVConsumers []KVEventConsumer
+	// Record makes Schedule fill ProfileResult.Trace.
+	Record bool
+
+	endpoints []*EndpointInfo
+	metrics   []Metrics
+	index     map[string]int
+}
+
+// AddEndpoint registers a model-server pod. Candidate order is registration
+// order.
+func (r *Router) AddEndpoint(info EndpointInfo) {
+	if r.index == nil {
+		r.index = map[string]int{}
+	}
+	ei := info
+	r.index[info.Name] = len(r.endpoints)
+	r.endpoints = append(r.endpoints, &ei)
+	r.metrics = append(r.metrics, Metrics{})
+}
+
+// Endpoints returns the registered endpoints in order.
+func (r *Router) Endpoints() []*EndpointInfo { return r.endpoints }
+
+// UpdateMetrics stores a scrape of the named endpoint (spec §7.1: each
+// successful extraction replaces the endpoint's metrics).
+func (r *Router) UpdateMetrics(name string, m Metrics) error {
+	i, ok := r.index[name]
+	if !ok {
+		return fmt.Errorf("epp: unknown endpoint %q", name)
+	}
+	r.metrics[i] = m
+	return nil
+}
+
+// MetricsOf returns the last scrape of the named endpoint.
+func (r *Router) MetricsOf(name string) (Metrics, bool) {
+	i, ok := r.index[name]
+	if !ok {
+		return Metrics{}, false
+	}
+	return r.metrics[i], true
+}
+
+// Candidates returns a fresh per-request snapshot of every endpoint (spec
+// §2.1 steps 5–6).
+func (r *Router) Candidates() []*Endpoint {
+	eps := make([]*Endpoint, len(r.endpoints))
+	for i, info := range r.endpoints {
+		eps[i] = &Endpoint{EndpointInfo: info, Metrics: r.metrics[i]}
+	}
+	return eps
+}
+
+// Schedule routes one request: data producers, the scheduling loop and the
+// PreRequest hooks (spec §2.1 steps 5–12).
+func (r *Router) Schedule(c *Cycle, req *Request) (*Result, error) {
+	return r.ScheduleOn(c, req, r.Candidates())
+}
+
+// ScheduleOn is Schedule on an explicit candidate snapshot.
+func (r *Router) ScheduleOn(c *Cycle, req *Request, candidates []*Endpoint) (*Result, error) {
+	if len(candidates) == 0 {
+		return nil, fmt.Errorf("request %s: no endpoints", req.ID)
+	}
+	for _, p := range r.Producers {
+		// Upstream logs producer errors and carries on (spec §2.1 step 8).
+		_ = p.Produce(c, req, candidates)
+	}
+	res, err := r.schedule(c, req, candidates)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", req.ID, err)
+	}
+	for _, h := range r.PreRequest {
+		h.PreRequest(c, req, res)
+	}
+	return res, nil
+}
+
+// schedule is the scheduler loop of spec §2.2.
+func (r *Router) schedule(c *Cycle, req *Request, candidates []*Endpoint) (*Result, error) {
+	results := map[string]*ProfileResult{}
+	ran := map[string]bool{}
+	for {
+		names := r.Handler.PickProfiles(c, req, r.Profiles, results)
+		if len(names) == 0 {
+			break
+		}
+		progressed := false
+		for _, name := range names {
+			if ran[name] {
+				continue
+			}
+			p := r.profile(name)
+			if p == nil {
+				return nil, fmt.Errorf("profile handler %q picked unknown profile %q", r.Handler.Name(), name)
+			}
+			ran[name] = true
+			progressed = true
+			var trace *ProfileTrace
+			if r.Record {
+				trace = &ProfileTrace{}
+			}
+			pr, err := p.Run(c, req, candidates, trace)
+			if err != nil {
+				// A failed profile records a nil result (spec §2.2); the
+				// handler decides whether that is fatal.
+				results[name] = nil
+				continue
+			}
+			results[name] = pr
+		}
+		if !progressed {
+			break
+		}
+	}
+	if len(results) == 0 {
+		return nil, errors.New("no profile ran")
+	}
+	return r.Handler.ProcessResults(c, req, results)
+}
+
+func (r *Router) profile(name string) *Profile {
+	for _, p := range r.Profiles {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// ResponseFirstChunk runs the response hooks for the first body chunk.
+func (r *Router) ResponseFirstChunk(c *Cycle, req *Request, res *Result) {
+	for _, h := range r.Response {
+		h.ResponseFirstChunk(c, req, res)
+	}
+}
+
+// ResponseComplete runs the response hooks for the end of the stream.
+func (r *Router) ResponseComplete(c *Cycle, req *Request, res *Result) {
+	for _, h := range r.Response {
+		h.ResponseComplete(c, req, res)
+	}
+}
+
+// HandleKVEvents delivers a batch of KV events from the endpoint at address
+// to every KV-event consumer.
+func (r *Router) HandleKVEvents(c *Cycle, address string, batch []KVEvent) {
+	for _, k := range r.KVConsumers {
+		k.HandleKVEvents(c, address, batch)
+	}
+}

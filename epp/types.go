@@ -1,0 +1,286 @@
+package epp
+
+import "slices"
+
+// Metrics is what core-metrics-extractor stores for an endpoint at each
+// scrape (spec §7.1). Scorers read the copy made at request time (§2.1 step 6).
+type Metrics struct {
+	WaitingQueueSize    int     // vllm:num_requests_waiting
+	RunningRequestsSize int     // vllm:num_requests_running
+	KVCacheUsagePercent float64 // vllm:kv_cache_usage_perc, 0..1
+	CacheBlockSize      int     // vllm:cache_config_info{block_size}
+	CacheNumBlocks      int     // vllm:cache_config_info{num_gpu_blocks}
+	// LoRA state from vllm:lora_requests_info: adapter name -> count.
+	ActiveModels    map[string]int
+	WaitingModels   map[string]int
+	MaxActiveModels int
+	// UpdateTime is the simulated time (ns) of the scrape that produced these
+	// values; 0 means never scraped.
+	UpdateTime int64
+}
+
+// EndpointInfo is the static identity of one model-server pod.
+type EndpointInfo struct {
+	// Name is the pod's "namespace/name" id; the approximate indexer, the
+	// in-flight counters and no-hit-lru key endpoints by it.
+	Name string
+	// Address is "ip:port"; the precise (KV-event) index keys pods by it.
+	Address string
+	Labels  map[string]string
+}
+
+// Endpoint is the per-request snapshot of one candidate (spec §2.1 step 6):
+// identity, the last scraped metrics, and the attributes data producers
+// attach for this request.
+type Endpoint struct {
+	*EndpointInfo
+	Metrics Metrics
+	attrs   []attribute
+}
+
+type attribute struct {
+	key   DataKey
+	value any
+}
+
+// Get returns the attribute stored under key for this request.
+func (e *Endpoint) Get(key DataKey) (any, bool) {
+	for i := range e.attrs {
+		if e.attrs[i].key == key {
+			return e.attrs[i].value, true
+		}
+	}
+	return nil, false
+}
+
+// Put stores an attribute for this request, replacing any earlier value.
+func (e *Endpoint) Put(key DataKey, v any) {
+	for i := range e.attrs {
+		if e.attrs[i].key == key {
+			e.attrs[i].value = v
+			return
+		}
+	}
+	e.attrs = append(e.attrs, attribute{key, v})
+}
+
+// DataKey names a piece of produced data: "<dataType>/<producerName>"
+// (spec §1.3 step 6).
+type DataKey struct {
+	Type     string
+	Producer string
+}
+
+func (k DataKey) String() string { return k.Type + "/" + k.Producer }
+
+// Data types produced and consumed by the built-in plugins, with the default
+// producer type that CreateMissingDataProducers instantiates for each.
+const (
+	PrefixCacheMatchInfoType  = "PrefixCacheMatchInfoDataKey"
+	TokenizedPromptType       = "TokenizedPrompt"
+	InFlightLoadType          = "InFlightLoadDataKey"
+	UncachedRequestTokensType = "UncachedRequestTokens"
+	SessionIDType             = "SessionID"
+	LatencyPredictionType     = "LatencyPredictionInfo"
+	EncoderCacheMatchInfoType = "EncoderCacheMatchInfo"
+
+	ApproxPrefixProducer  = "approx-prefix-cache-producer"
+	TokenProducer         = "token-producer"
+	InFlightLoadProducer  = "inflight-load-producer"
+	SessionIDProducer     = "session-id-producer"
+	LatencyProducer       = "predicted-latency-producer"
+	MMEmbeddingsProducer  = "mm-embeddings-cache-producer"
+	PrecisePrefixProducer = "precise-prefix-cache-producer"
+)
+
+// Dependency is one data key a plugin consumes. Only Required dependencies
+// order producers and trigger CreateMissingDataProducers (spec §1.3 steps 6–7).
+type Dependency struct {
+	Key      DataKey
+	Required bool
+}
+
+// PrefixCacheMatchInfo is the per-endpoint prefix match a prefix producer
+// attaches (spec §5.8).
+type PrefixCacheMatchInfo struct {
+	MatchBlocks      int
+	TotalBlocks      int
+	BlockSizeTokens  int
+	CachedBlockCount int            // unweighted contiguous count; equals MatchBlocks for the approximate producer
+	CachedByTier     map[string]int // precise producer only
+}
+
+// InFlightLoad is the live in-flight counter of an endpoint (spec §8).
+type InFlightLoad struct {
+	Requests int
+	Tokens   int
+}
+
+// UncachedRequestTokens is the inflight-load producer's per-endpoint estimate
+// of the tokens this request adds to the endpoint (spec §8), read by
+// token-load-scorer.
+type UncachedRequestTokens struct {
+	Tokens int
+}
+
+// Where produced data lives, by data type:
+//   - PrefixCacheMatchInfoType: per endpoint, value PrefixCacheMatchInfo;
+//   - InFlightLoadType: per endpoint, value InFlightLoad;
+//   - UncachedRequestTokensType: per endpoint, value UncachedRequestTokens;
+//   - TokenizedPromptType: the request's Tokenized field;
+//   - SessionIDType: per request (Request.Put), value string.
+
+// Request is the EPP's view of one inference request.
+type Request struct {
+	ID string
+	// TargetModel is the model after rewrite; the prefix hashers seed with it.
+	TargetModel string
+	// Headers are the request headers, keys lower-cased.
+	Headers map[string]string
+	// Path is the API path, e.g. "/v1/chat/completions" or "/v1/completions".
+	Path string
+	// Body is the HTTP body exactly as the client sent it.
+	Body []byte
+	// Priority from the InferenceObjective; < 0 is sheddable (spec §2.1).
+	Priority int
+	// ServerPromptTokens are the prompt token IDs the model server computes
+	// (chat template applied, then its tokenizer). A token-producer configured
+	// with a vLLM /render backend returns exactly these: the simulator has
+	// them already, so no network call is made.
+	ServerPromptTokens []uint32
+	// Tokenized is set by a token producer (nil when the prompt has no tokens,
+	// spec §5.1).
+	Tokenized *TokenizedRequest
+
+	attrs []attribute
+}
+
+// Get returns request-scoped data stored under key.
+func (r *Request) Get(key DataKey) (any, bool) {
+	for i := range r.attrs {
+		if r.attrs[i].key == key {
+			return r.attrs[i].value, true
+		}
+	}
+	return nil, false
+}
+
+// Put stores request-scoped data (e.g. a producer's state between Produce
+// and PreRequest).
+func (r *Request) Put(key DataKey, v any) {
+	for i := range r.attrs {
+		if r.attrs[i].key == key {
+			r.attrs[i].value = v
+			return
+		}
+	}
+	r.attrs = append(r.attrs, attribute{key, v})
+}
+
+// TokenizedRequest is the token producer's output (spec §5.1–5.2).
+type TokenizedRequest struct {
+	// Prompts holds one token list per prompt; completions with several
+	// prompt strings have several.
+	Prompts   [][]uint32
+	CacheSalt string
+	// MultiModal lists the placeholders of multimodal items (spec §5.2.1).
+	MultiModal []MultiModalFeature
+}
+
+// MultiModalFeature records one multimodal placeholder run in the tokens.
+type MultiModalFeature struct {
+	Modality string
+	Hash     string // hex of xxh64(url or data)
+	Offset   int    // token offset
+	Count    int    // placeholder tokens
+}
+
+// TokenCount is the total number of tokens over all prompts.
+func (t *TokenizedRequest) TokenCount() int {
+	if t == nil {
+		return 0
+	}
+	n := 0
+	for _, p := range t.Prompts {
+		n += len(p)
+	}
+	return n
+}
+
+// ScoredEndpoint is an endpoint with its weighted total from one profile run.
+type ScoredEndpoint struct {
+	Endpoint *Endpoint
+	Score    float64
+}
+
+// ProfileResult is the outcome of one scheduling profile run.
+type ProfileResult struct {
+	// Targets are the picked endpoints, best first.
+	Targets []*Endpoint
+	// Trace is filled when the Router records decisions.
+	Trace *ProfileTrace
+}
+
+// Result is the scheduling result across profiles (spec §2.2).
+type Result struct {
+	PrimaryProfile string
+	Profiles       map[string]*ProfileResult
+}
+
+// Target returns the routed endpoint: the primary profile's first target.
+func (r *Result) Target() *Endpoint {
+	if r == nil {
+		return nil
+	}
+	pr := r.Profiles[r.PrimaryProfile]
+	if pr == nil || len(pr.Targets) == 0 {
+		return nil
+	}
+	return pr.Targets[0]
+}
+
+// ProfileTrace records one profile run for explanation and reporting.
+type ProfileTrace struct {
+	Profile string
+	// Filters lists, per filter in order, the names of the survivors.
+	Filters []FilterTrace
+	// Candidates are the endpoints that reached scoring, in scoring order.
+	Candidates []string
+	// Scorers lists, per scorer in order, the raw score of each candidate
+	// (aligned with Candidates) and its weight.
+	Scorers []ScorerTrace
+	// Totals are the weighted sums, aligned with Candidates.
+	Totals []float64
+	// Picked are the picker's choices.
+	Picked []string
+	// Tied is true when the first pick shared the top total with another
+	// candidate.
+	Tied bool
+}
+
+// FilterTrace is one filter's step in a ProfileTrace.
+type FilterTrace struct {
+	Filter    string
+	Survivors []string
+}
+
+// ScorerTrace is one scorer's step in a ProfileTrace.
+type ScorerTrace struct {
+	Scorer string
+	Weight float64
+	Raw    []float64
+}
+
+// Names returns the endpoint names of eps, in order.
+func Names(eps []*Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// Contains reports whether eps holds the endpoint named name.
+func Contains(eps []*Endpoint, name string) bool {
+	return slices.ContainsFunc(eps, func(e *Endpoint) bool { return e.Name == name })
+}
