@@ -1,0 +1,315 @@
+package replica
+
+import "fmt"
+
+// nullBlock is vLLM's reserved block 0: never allocated, never cached (A.3).
+const nullBlock = 0
+
+// noBlock marks the end of an intrusive list.
+const noBlock = -1
+
+// block is one physical KV block.
+type block struct {
+	refCnt int32
+	hashed bool
+	hash   uint64
+	// Free queue links (valid while refCnt == 0 and the block is queued).
+	prev, next int32
+	inFree     bool
+	// Same-hash chain: vLLM does not de-duplicate (A.3), so several blocks
+	// may hold one hash; the map points at the oldest and the rest follow.
+	dupNext int32
+}
+
+// BlockPool is vLLM's BlockPool: a fixed set of num_gpu_blocks blocks, a
+// free queue ordered by time freed, and the prefix-cache map from block hash
+// to block (vllm-engine.md A.3–A.4).
+type BlockPool struct {
+	blocks []block
+	// Free queue: doubly linked through block.prev/next, head = next to
+	// allocate. Sentinel-free: freeHead/freeTail are block ids or noBlock.
+	freeHead, freeTail int32
+	numFree            int
+	cached             map[uint64]int32 // hash -> oldest block holding it
+	events             *eventLog
+	evictions          int64
+}
+
+// NewBlockPool returns a pool of numBlocks blocks (block 0 is the null
+// block), all free, in block-id order (A.4). events may be nil.
+func NewBlockPool(numBlocks int, events *eventLog) *BlockPool {
+	if numBlocks < 2 {
+		panic(fmt.Sprintf("replica: num_gpu_blocks must be at least 2, got %d", numBlocks))
+	}
+	p := &BlockPool{
+		blocks:   make([]block, numBlocks),
+		freeHead: noBlock,
+		freeTail: noBlock,
+		cached:   make(map[uint64]int32),
+		events:   events,
+	}
+	for i := range p.blocks {
+		p.blocks[i].prev, p.blocks[i].next, p.blocks[i].dupNext = noBlock, noBlock, noBlock
+	}
+	// The null block is held forever so it is never handed out.
+	p.blocks[nullBlock].refCnt = 1
+	for i := 1; i < numBlocks; i++ {
+		p.pushBack(int32(i))
+	}
+	return p
+}
+
+// NumBlocks is num_gpu_blocks, null block included.
+func (p *BlockPool) NumBlocks() int { return len(p.blocks) }
+
+// NumFree is the length of the free queue (cached-but-unreferenced blocks
+// included: they are evictable).
+func (p *BlockPool) NumFree() int { return p.numFree }
+
+// Usage is vllm:kv_cache_usage_perc: 1 - free/(num_gpu_blocks-1) (A.4).
+func (p *BlockPool) Usage() float64 {
+	return 1 - float64(p.numFree)/float64(len(p.blocks)-1)
+}
+
+// Evictions counts cached blocks dropped from the prefix cache on reuse.
+func (p *BlockPool) Evictions() int64 { return p.evictions }
+
+// Lookup returns a block holding hash, if any (get_cached_block: the oldest).
+func (p *BlockPool) Lookup(hash uint64) (int32, bool) {
+	b, ok := p.cached[hash]
+	return b, ok
+}
+
+// RefCnt returns a block's reference count.
+func (p *BlockPool) RefCnt(b int32) int32 { return p.blocks[b].refCnt }
+
+// Touch takes a reference on each hit block; a block whose count was 0 leaves
+// the free queue, which is how a hit refreshes its LRU position (A.3 step 3).
+func (p *BlockPool) Touch(ids []int32) {
+	for _, b := range ids {
+		blk := &p.blocks[b]
+		if blk.refCnt == 0 {
+			p.unlink(b)
+		}
+		blk.refCnt++
+	}
+}
+
+// GetNewBlocks pops n blocks from the front of the free queue. A popped
+// block that still holds a hash is evicted from the prefix cache first (lazy
+// eviction, BlockRemoved), then handed out with refCnt 1 (A.3 step 4). The
+// caller must have checked NumFree.
+func (p *BlockPool) GetNewBlocks(n int, out []int32) []int32 {
+	if n > p.numFree {
+		panic(fmt.Sprintf("replica: GetNewBlocks(%d) with %d free", n, p.numFree))
+	}
+	for range n {
+		b := p.freeHead
+		p.unlink(b)
+		p.evict(b)
+		p.blocks[b].refCnt = 1
+		out = append(out, b)
+	}
+	return out
+}
+
+// evict drops b's hash from the prefix cache (_maybe_evict_cached_block).
+func (p *BlockPool) evict(b int32) {
+	blk := &p.blocks[b]
+	if !blk.hashed {
+		return
+	}
+	h := blk.hash
+	head := p.cached[h]
+	if head == b {
+		if blk.dupNext == noBlock {
+			delete(p.cached, h)
+		} else {
+			p.cached[h] = blk.dupNext
+		}
+	} else {
+		for c := head; c != noBlock; c = p.blocks[c].dupNext {
+			if p.blocks[c].dupNext == b {
+				p.blocks[c].dupNext = blk.dupNext
+				break
+			}
+		}
+	}
+	blk.dupNext = noBlock
+	blk.hashed = false
+	blk.hash = 0
+	p.evictions++
+	p.events.removed(h)
+}
+
+// CacheBlock registers a newly full block under hash (cache_full_blocks).
+// A block already holding a hash is left alone.
+func (p *BlockPool) CacheBlock(b int32, hash uint64) {
+	blk := &p.blocks[b]
+	if blk.hashed || b == nullBlock {
+		return
+	}
+	blk.hashed, blk.hash, blk.dupNext = true, hash, noBlock
+	head, ok := p.cached[hash]
+	if !ok {
+		p.cached[hash] = b
+		return
+	}
+	// Append at the end so the map keeps returning the oldest block.
+	c := head
+	for p.blocks[c].dupNext != noBlock {
+		c = p.blocks[c].dupNext
+	}
+	p.blocks[c].dupNext = b
+}
+
+// Free releases one reference on each block, in the order given. The caller
+// passes a request's blocks in reverse so that tail blocks are evicted first
+// (A.4). A block reaching 0 goes to the back of the queue if it holds a hash
+// (it stays hittable until popped) and to the front if it was never filled.
+func (p *BlockPool) Free(ids []int32) {
+	for _, b := range ids {
+		blk := &p.blocks[b]
+		blk.refCnt--
+		if blk.refCnt < 0 {
+			panic(fmt.Sprintf("replica: block %d freed below zero", b))
+		}
+		if blk.refCnt > 0 {
+			continue
+		}
+		if blk.hashed {
+			p.pushBack(b)
+		} else {
+			p.pushFront(b)
+		}
+	}
+}
+
+// Reset clears the prefix cache if every block but the null block is free
+// (reset_prefix_cache); it reports whether it did.
+func (p *BlockPool) Reset() bool {
+	if p.numFree != len(p.blocks)-1 {
+		return false
+	}
+	clear(p.cached)
+	for i := range p.blocks {
+		p.blocks[i].hashed, p.blocks[i].hash, p.blocks[i].dupNext = false, 0, noBlock
+	}
+	p.events.cleared()
+	return true
+}
+
+func (p *BlockPool) pushBack(b int32) {
+	blk := &p.blocks[b]
+	blk.prev, blk.next, blk.inFree = p.freeTail, noBlock, true
+	if p.freeTail == noBlock {
+		p.freeHead = b
+	} else {
+		p.blocks[p.freeTail].next = b
+	}
+	p.freeTail = b
+	p.numFree++
+}
+
+func (p *BlockPool) pushFront(b int32) {
+	blk := &p.blocks[b]
+	blk.prev, blk.next, blk.inFree = noBlock, p.freeHead, true
+	if p.freeHead == noBlock {
+		p.freeTail = b
+	} else {
+		p.blocks[p.freeHead].prev = b
+	}
+	p.freeHead = b
+	p.numFree++
+}
+
+func (p *BlockPool) unlink(b int32) {
+	blk := &p.blocks[b]
+	if !blk.inFree {
+		panic(fmt.Sprintf("replica: block %d is not in the free queue", b))
+	}
+	if blk.prev == noBlock {
+		p.freeHead = blk.next
+	} else {
+		p.blocks[blk.prev].next = blk.next
+	}
+	if blk.next == noBlock {
+		p.freeTail = blk.prev
+	} else {
+		p.blocks[blk.next].prev = blk.prev
+	}
+	blk.prev, blk.next, blk.inFree = noBlock, noBlock, false
+	p.numFree--
+}
+
+// FreeOrder returns the free queue from front (next to be reused) to back;
+// for tests and invariant checks.
+func (p *BlockPool) FreeOrder() []int32 {
+	out := make([]int32, 0, p.numFree)
+	for b := p.freeHead; b != noBlock; b = p.blocks[b].next {
+		out = append(out, b)
+	}
+	return out
+}
+
+// checkInvariants verifies block conservation, ref counts and the hash map.
+func (p *BlockPool) checkInvariants() error {
+	n := 0
+	for b := p.freeHead; b != noBlock; b = p.blocks[b].next {
+		if p.blocks[b].refCnt != 0 {
+			return fmt.Errorf("free block %d has refCnt %d", b, p.blocks[b].refCnt)
+		}
+		n++
+		if n > len(p.blocks) {
+			return fmt.Errorf("free queue has a cycle")
+		}
+	}
+	if n != p.numFree {
+		return fmt.Errorf("free queue length %d, counter %d", n, p.numFree)
+	}
+	held := 0
+	for i := 1; i < len(p.blocks); i++ {
+		blk := &p.blocks[i]
+		switch {
+		case blk.refCnt < 0:
+			return fmt.Errorf("block %d has refCnt %d", i, blk.refCnt)
+		case blk.refCnt > 0:
+			held++
+			if blk.inFree {
+				return fmt.Errorf("held block %d is in the free queue", i)
+			}
+		case !blk.inFree:
+			return fmt.Errorf("unreferenced block %d is not in the free queue", i)
+		}
+	}
+	if held+p.numFree != len(p.blocks)-1 {
+		return fmt.Errorf("block conservation: %d held + %d free != %d", held, p.numFree, len(p.blocks)-1)
+	}
+	if p.blocks[nullBlock].hashed {
+		return fmt.Errorf("null block is cached")
+	}
+	for h, head := range p.cached {
+		for c := head; c != noBlock; c = p.blocks[c].dupNext {
+			if !p.blocks[c].hashed || p.blocks[c].hash != h {
+				return fmt.Errorf("cache maps hash %x to block %d holding %x", h, c, p.blocks[c].hash)
+			}
+		}
+	}
+	for i := 1; i < len(p.blocks); i++ {
+		blk := &p.blocks[i]
+		if !blk.hashed {
+			continue
+		}
+		found := false
+		for c, ok := p.cached[blk.hash]; ok && c != noBlock; c = p.blocks[c].dupNext {
+			if c == int32(i) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("block %d holds hash %x but the cache does not map it", i, blk.hash)
+		}
+	}
+	return nil
+}

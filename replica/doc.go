@@ -1,0 +1,23 @@
+// Package replica models one vLLM v1 engine: its KV block pool and prefix
+// cache, its scheduler, its step time, the gauges a metrics scraper reads and
+// the KV events it publishes. It knows nothing of routing (it never imports
+// epp) and never advances time itself: the simulator calls BeginStep and
+// EndStep and owns the clock.
+//
+// Each rule cites the section of ../shared/spec/vllm-engine.md it implements:
+//
+//   - A.1 block size and chained block hashes: hash.go (BlockHasher)
+//   - A.2 longest cached prefix, capped at num_tokens-1: Engine.computedBlocks
+//   - A.3 allocation, ref counts, caching at scheduling time: Engine.allocateSlots,
+//     BlockPool.Touch/GetNewBlocks/CacheFullBlocks
+//   - A.4 free queue, LRU by time freed, tail-first, lazy eviction, usage gauge:
+//     blockpool.go
+//   - A.5 scheduler step (running first, waiting FCFS, token budget, chunked
+//     prefill, long_prefill_token_threshold, head-of-line blocking, recompute
+//     preemption, GPU-class defaults): engine.go, config.go
+//   - A.6 prefix-cache hit metrics, once per admission: Stats
+//   - A.7 KV events (BlockStored per request per step, BlockRemoved on
+//     eviction, AllBlocksCleared): events.go
+//   - A.8 scraped gauges: Engine.Gauges
+//   - B.3 step-time model and presets: steptime.go, presets.go
+package replica

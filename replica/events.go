@@ -1,0 +1,83 @@
+package replica
+
+// EventKind tells the KV event variants apart (vllm-engine.md A.7).
+type EventKind uint8
+
+// KV event kinds, as vLLM's kv_events.py names them.
+const (
+	BlockStored EventKind = iota + 1
+	BlockRemoved
+	AllBlocksCleared
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case BlockStored:
+		return "BlockStored"
+	case BlockRemoved:
+		return "BlockRemoved"
+	case AllBlocksCleared:
+		return "AllBlocksCleared"
+	}
+	return "?"
+}
+
+// Event is one KV-cache event. Hashes are the engine's 64-bit chained block
+// hashes (vLLM emits the low 64 bits of its digest, A.1). TokenIDs alias the
+// request's token storage and must not be modified.
+type Event struct {
+	Kind        EventKind
+	BlockHashes []uint64
+	// ParentHash is the hash of the block before the first stored block;
+	// HasParent is false for a request's first block.
+	ParentHash uint64
+	HasParent  bool
+	TokenIDs   []uint32
+	BlockSize  int
+}
+
+// Subscriber receives the events of each engine step, in the order they
+// occurred, as one batch (vLLM publishes one KVEventBatch per step). now is
+// the simulated time the step was scheduled.
+type Subscriber interface {
+	KVEvents(now int64, batch []Event)
+}
+
+// eventLog queues events during a step. A nil or disabled log drops them, so
+// a replica with no subscriber pays nothing.
+type eventLog struct {
+	enabled bool
+	buf     []Event
+}
+
+func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, bs int) {
+	if l == nil || !l.enabled {
+		return
+	}
+	l.buf = append(l.buf, Event{Kind: BlockStored, BlockHashes: hashes, ParentHash: parent, HasParent: hasParent, TokenIDs: tokens, BlockSize: bs})
+}
+
+func (l *eventLog) removed(h uint64) {
+	if l == nil || !l.enabled {
+		return
+	}
+	l.buf = append(l.buf, Event{Kind: BlockRemoved, BlockHashes: []uint64{h}})
+}
+
+func (l *eventLog) cleared() {
+	if l == nil || !l.enabled {
+		return
+	}
+	l.buf = append(l.buf, Event{Kind: AllBlocksCleared})
+}
+
+// take returns the queued events and resets the log. The returned slice is
+// owned by the caller.
+func (l *eventLog) take() []Event {
+	if l == nil || len(l.buf) == 0 {
+		return nil
+	}
+	out := l.buf
+	l.buf = nil
+	return out
+}

@@ -1,0 +1,92 @@
+package replica
+
+// Status is a request's state inside the engine.
+type Status uint8
+
+// Request states.
+const (
+	Waiting Status = iota
+	Running
+	Preempted
+	Finished
+)
+
+// Request is one request as the engine sees it, with its per-request record.
+type Request struct {
+	ID int64
+	// Prompt holds the prompt token IDs.
+	Prompt []uint32
+	// OutputLen is the number of tokens to generate (at least 1).
+	OutputLen int
+	// Output optionally gives the generated token IDs (multi-turn text
+	// traces, where the next turn's prompt contains this answer). Missing
+	// ids are synthesized deterministically from (ID, position).
+	Output []uint32
+	// CacheSalt isolates this request's prefix (A.1 extra keys).
+	CacheSalt string
+
+	// Record (simulated ns; -1 = not yet).
+	Arrived        int64
+	FirstScheduled int64
+	FirstToken     int64
+	Completed      int64
+	// NumCachedTokens is vLLM's num_cached_tokens: the prefix reused at
+	// first scheduling — the true cache hit (A.6).
+	NumCachedTokens int
+	// Preemptions lists the times the request was preempted.
+	Preemptions []int64
+
+	status          Status
+	generated       []uint32 // output tokens so far
+	hashes          []uint64 // chained hashes of full blocks of prompt+generated
+	blocks          []int32  // block table
+	numComputed     int
+	numCachedBlocks int // blocks of the table registered in the prefix cache
+	scheduledOnce   bool
+}
+
+// Status returns the request's current state.
+func (r *Request) Status() Status { return r.status }
+
+// NumTokens is the prompt plus the tokens generated so far.
+func (r *Request) NumTokens() int { return len(r.Prompt) + len(r.generated) }
+
+// Generated returns the number of output tokens produced so far.
+func (r *Request) Generated() int { return len(r.generated) }
+
+// token returns token i of prompt+generated.
+func (r *Request) token(i int) uint32 {
+	if i < len(r.Prompt) {
+		return r.Prompt[i]
+	}
+	return r.generated[i-len(r.Prompt)]
+}
+
+// blockTokens returns the tokens of block i (full block), aliasing the
+// prompt when the block lies inside it and copying into scratch otherwise.
+func (r *Request) blockTokens(i, bs int, scratch *[]uint32) []uint32 {
+	lo, hi := i*bs, (i+1)*bs
+	if hi <= len(r.Prompt) {
+		return r.Prompt[lo:hi]
+	}
+	s := (*scratch)[:0]
+	for j := lo; j < hi; j++ {
+		s = append(s, r.token(j))
+	}
+	*scratch = s
+	return s
+}
+
+// nextOutputToken returns the id of output token k.
+func (r *Request) nextOutputToken(k int) uint32 {
+	if k < len(r.Output) {
+		return r.Output[k]
+	}
+	// splitmix64 of (ID, k), folded into the ordinary-token id range so
+	// synthetic answers never collide with special tokens.
+	z := uint64(r.ID)*0x9e3779b97f4a7c15 + uint64(k) + 0x632be59bd9b4e019
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return uint32(1000 + z%100000)
+}
