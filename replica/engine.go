@@ -138,7 +138,9 @@ func (e *Engine) Add(r *Request, now int64) error {
 	}
 	r.Arrived, r.FirstScheduled, r.FirstToken, r.Completed = now, -1, -1, -1
 	r.status = Waiting
-	r.hashes = r.hashes[:0]
+	// Alias the caller's chain; clipped so that extending it with output
+	// blocks reallocates instead of writing into the caller's array.
+	r.hashes = slices.Clip(r.PromptHashes)
 	e.waiting.pushBack(r)
 	return nil
 }

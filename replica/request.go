@@ -24,6 +24,10 @@ type Request struct {
 	Output []uint32
 	// CacheSalt isolates this request's prefix (A.1 extra keys).
 	CacheSalt string
+	// PromptHashes optionally carries the prompt's full-block hash chain,
+	// computed once by the caller with Engine.ChainHashes (the fleet shares a
+	// hash seed), so the engine does not hash the prompt again.
+	PromptHashes []uint64
 
 	// Record (simulated ns; -1 = not yet).
 	Arrived        int64
