@@ -1,0 +1,412 @@
+package plugins
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/eppsim/eppsim/epp"
+)
+
+// kind is the role a fallback entry plays.
+type kind int
+
+const (
+	kPlain    kind = iota // no scheduling role
+	kParser               // request parser (config.Parser)
+	kFilter               // keeps every candidate
+	kScorer               // scores every candidate 0
+	kProducer             // produces its keys, writes nothing
+	kHandler              // profile handler
+)
+
+// handlerMode selects a fallback profile handler's behaviour.
+type handlerMode int
+
+const (
+	runOne handlerMode = iota // run one profile (decode, or the first)
+	runAll                    // single-profile-handler semantics
+)
+
+// spec describes one fallback registration.
+type spec struct {
+	typ string
+	// infra is the Infrastructure note; empty for not-simulated entries.
+	infra string
+	// reason is the NotSimulatedReason text.
+	reason string
+	kind   kind
+	// keys are the accepted top-level parameter names; nil accepts any
+	// object (eppsim does not interpret the parameters of that type).
+	keys []string
+	// check validates decoded parameters (optional).
+	check func(params json.RawMessage) error
+	// produces lists the keys a producer entry declares.
+	produces func(name string) []epp.DataKey
+	// consumes lists the dependencies the entry declares.
+	consumes []epp.Dependency
+	mode     handlerMode
+	// profile picks the profile a runOne handler runs from its parameters.
+	profile func(params json.RawMessage) string
+}
+
+const (
+	nativeMetrics = "simulated natively: the simulator scrapes every replica's vLLM gauges each --refresh-metrics-interval (default 50 ms) into the EPP's metrics (spec §7.1)"
+	nativeFleet   = "simulated natively: the endpoints are the simulated fleet, known to the EPP from the start"
+	nativeParser  = "simulated natively: requests reach the EPP as OpenAI-style JSON bodies, which the token producers read directly"
+	inertFlow     = "inert: flow control is off by default; with featureGates flowControl on, eppsim reports flow control as not simulated"
+)
+
+func tokenDep() epp.Dependency {
+	return epp.Dependency{Key: epp.DataKey{Type: epp.TokenizedPromptType, Producer: epp.TokenProducer}, Required: true}
+}
+
+func prefixDep() epp.Dependency {
+	return epp.Dependency{Key: epp.DataKey{Type: epp.PrefixCacheMatchInfoType, Producer: epp.ApproxPrefixProducer}, Required: true}
+}
+
+func keyOf(typ string) func(name string) []epp.DataKey {
+	return func(name string) []epp.DataKey { return []epp.DataKey{{Type: typ, Producer: name}} }
+}
+
+// fallbackSpecs lists every type this package can register (only those the
+// sibling packages lack are registered).
+func fallbackSpecs() []spec {
+	disaggNote := "; fallback: only the decode profile runs (as if every decider declined) and it is the primary profile"
+	return []spec{
+		// Data layer, discovery, parsing: provided by the simulator.
+		{typ: "metrics-data-source", infra: nativeMetrics},
+		{typ: "core-metrics-extractor", infra: nativeMetrics},
+		{typ: "endpoint-notification-source", infra: nativeFleet},
+		{typ: "k8s-notification-source", infra: nativeFleet},
+		{typ: "file-discovery", infra: nativeFleet},
+		{typ: "models-data-source", infra: "simulated natively: every replica serves the workload's model"},
+		{typ: "models-data-extractor", infra: "simulated natively: every replica serves the workload's model"},
+		{typ: "openai-parser", infra: nativeParser, kind: kParser},
+		{typ: "anthropic-parser", infra: nativeParser, kind: kParser},
+		{typ: "vllmhttp-parser", infra: nativeParser, kind: kParser},
+		{typ: "passthrough-parser", infra: nativeParser, kind: kParser},
+		// Flow-control defaults (spec §1.3 step 3).
+		{typ: "fcfs-ordering-policy", infra: inertFlow},
+		{typ: "global-strict-fairness-policy", infra: inertFlow},
+		{typ: "static-usage-limit-policy", infra: inertFlow},
+
+		// Not simulated.
+		{typ: "vllmgrpc-parser", kind: kParser,
+			reason: "not simulated: vLLM gRPC requests (eppsim's requests are HTTP JSON bodies); fallback: never matches a request"},
+		{typ: epp.LatencyProducer, kind: kProducer, produces: keyOf(epp.LatencyPredictionType),
+			reason: "not simulated: needs the latency-predictor model sidecar; fallback: produces no predictions, so latency-scorer runs its composite fallback and slo-headroom-tier-filter keeps every endpoint"},
+		{typ: epp.MMEmbeddingsProducer, kind: kProducer, produces: keyOf(epp.EncoderCacheMatchInfoType),
+			reason: "not simulated: the replicas model no multimodal encoder cache; fallback: produces no encoder-cache match info, so mm-embeddings-cache-scorer scores 0"},
+		{typ: "burst-prefix-cache-producer", kind: kProducer, produces: keyOf(epp.PrefixCacheMatchInfoType), consumes: []epp.Dependency{tokenDep()},
+			reason: "not simulated: request batching windows (burst co-location) are not modelled; fallback: produces no prefix match info, so a prefix-cache-scorer reading it scores 0"},
+		{typ: "p2p-source-producer", kind: kProducer,
+			reason: "not simulated: peer-to-peer KV source selection needs KV transfer between pods; fallback: produces nothing"},
+		{typ: "dcgm-data-source",
+			reason: "not simulated: DCGM GPU telemetry needs real GPUs; fallback: no GPU metrics, so attributes it would feed are missing"},
+		{typ: "dcgm-extractor",
+			reason: "not simulated: DCGM GPU telemetry needs real GPUs; fallback: no GPU attributes (endpoint-attribute plugins treat them as missing)"},
+		{typ: "topology-extractor",
+			reason: "not simulated: node topology (host/rack/zone) comes from the cluster; fallback: no topology attribute"},
+		{typ: "topology-affinity-filter", kind: kFilter,
+			reason: "not simulated: needs node topology; fallback: keeps every endpoint (upstream fails open without topology)"},
+		{typ: "topology-affinity-scorer", kind: kScorer,
+			reason: "not simulated: needs node topology; fallback: scores 0 for every endpoint (upstream's unknown-topology score)"},
+		{typ: "slo-headroom-tier-filter", kind: kFilter, keys: []string{"epsilonExploreNeg"},
+			reason: "not simulated: needs latency predictions; fallback: keeps every endpoint (upstream's no-prediction behaviour)"},
+		{typ: "probabilistic-admitter",
+			reason: "not simulated: admission plugins; fallback: admits every request (legacy admission with the saturation detector still applies)"},
+		{typ: "program-aware-fairness",
+			reason: "not simulated: flow-control fairness policy; fallback: legacy admission (requests are never queued)"},
+		{typ: "soft-reflective-ceiling-policy",
+			reason: "not simulated: flow-control usage-limit policy; fallback: legacy admission (requests are never queued)"},
+		{typ: "disagg-profile-handler", kind: kHandler, mode: runOne,
+			keys:     []string{"stageOrder", "profiles", "deciders"},
+			check:    checkDisagg,
+			profile:  disaggDecodeProfile,
+			consumes: []epp.Dependency{prefixDep(), tokenDep()},
+			reason:   "not simulated: prefill/decode (and encode) disaggregation needs KV transfer between pods" + disaggNote},
+		{typ: "pd-profile-handler", kind: kHandler, mode: runOne,
+			keys:    []string{"decodeProfile", "prefillProfile", "prefixPluginType", "prefixPluginName", "primaryPort", "deciderPluginName", "prefixMatchInfoProducerName"},
+			profile: pdDecodeProfile,
+			reason:  "not simulated (deprecated type): prefill/decode disaggregation needs KV transfer between pods" + disaggNote},
+		{typ: "data-parallel-profile-handler", kind: kHandler, mode: runAll, keys: []string{"primaryPort"},
+			reason: "not simulated (deprecated type): data-parallel rank routing by port; each simulated endpoint is one engine; fallback: behaves as single-profile-handler"},
+		{typ: "header-profile-handler", kind: kHandler, mode: runOne,
+			reason: "not simulated (alpha): header-selected profiles; fallback: runs the first profile"},
+		{typ: "prefix-based-pd-decider", keys: []string{"nonCachedTokens", "promptTokens"}, check: checkPDDecider,
+			reason: "not simulated: decides prefill disaggregation, which eppsim does not simulate; fallback: never disaggregates"},
+		{typ: "always-disagg-pd-decider",
+			reason: "not simulated: decides prefill disaggregation, which eppsim does not simulate; fallback: never disaggregates"},
+		{typ: "always-disagg-multimodal-decider",
+			reason: "not simulated: decides encode disaggregation, which eppsim does not simulate; fallback: never disaggregates"},
+	}
+}
+
+// factory builds the registry factory of s.
+func (s spec) factory() epp.Factory {
+	return func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+		if err := checkKeys(params, s.keys); err != nil {
+			return nil, fmt.Errorf("plugin %q (type %s): parameters: %w", name, s.typ, err)
+		}
+		if s.check != nil && len(params) > 0 {
+			if err := s.check(params); err != nil {
+				return nil, fmt.Errorf("plugin %q (type %s): parameters: %w", name, s.typ, err)
+			}
+		}
+		b := base{TypedName: epp.TypedName{PluginType: s.typ, PluginName: name}, spec: s}
+		b.deps = append([]epp.Dependency(nil), s.consumes...)
+		if s.infra != "" {
+			if s.kind == kParser {
+				return &infraParser{infra{b}}, nil
+			}
+			return &infra{b}, nil
+		}
+		ns := notSim{b}
+		switch s.kind {
+		case kParser:
+			return &nsParser{ns}, nil
+		case kFilter:
+			return &nsFilter{ns}, nil
+		case kScorer:
+			return &nsScorer{ns}, nil
+		case kProducer:
+			var keys []epp.DataKey
+			if s.produces != nil {
+				keys = s.produces(name)
+			}
+			if len(s.consumes) > 0 {
+				return &nsConsumingProducer{nsProducer{ns, keys}}, nil
+			}
+			return &nsProducer{ns, keys}, nil
+		case kHandler:
+			h := &nsHandler{notSim: ns, mode: s.mode}
+			if s.profile != nil {
+				h.profile = s.profile(params)
+			}
+			if len(s.consumes) > 0 {
+				return &nsConsumingHandler{h}, nil
+			}
+			return h, nil
+		}
+		return &ns, nil
+	}
+}
+
+// checkKeys requires params to be a JSON object (or absent) whose keys are
+// in keys; nil keys accept any object.
+func checkKeys(params json.RawMessage, keys []string) error {
+	if len(params) == 0 || string(params) == "null" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(params))
+	if err := dec.Decode(&m); err != nil {
+		return fmt.Errorf("want an object: %w", err)
+	}
+	if keys == nil {
+		return nil
+	}
+	var unknown []string
+	for k := range m {
+		if !slices.Contains(keys, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return fmt.Errorf("unknown field %q (known: %s)", unknown[0], strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+func strictDecode(params json.RawMessage, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.DisallowUnknownFields()
+	return dec.Decode(dst)
+}
+
+type disaggParams struct {
+	StageOrder string `json:"stageOrder"`
+	Profiles   struct {
+		Decode   string `json:"decode"`
+		Prefill  string `json:"prefill"`
+		Encode   string `json:"encode"`
+		Fallback string `json:"fallback"`
+	} `json:"profiles"`
+	Deciders struct {
+		Prefill string `json:"prefill"`
+		Encode  string `json:"encode"`
+	} `json:"deciders"`
+}
+
+func checkDisagg(params json.RawMessage) error {
+	var p disaggParams
+	if err := strictDecode(params, &p); err != nil {
+		return err
+	}
+	switch strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(p.StageOrder)) {
+	case "", "decodefirst", "decode", "prefillfirst", "prefill":
+	default:
+		return fmt.Errorf("invalid stageOrder %q (want decode-first or prefill-first)", p.StageOrder)
+	}
+	return nil
+}
+
+func disaggDecodeProfile(params json.RawMessage) string {
+	var p disaggParams
+	if len(params) > 0 && json.Unmarshal(params, &p) == nil && p.Profiles.Decode != "" {
+		return p.Profiles.Decode
+	}
+	return "decode"
+}
+
+func pdDecodeProfile(params json.RawMessage) string {
+	var p struct {
+		DecodeProfile string `json:"decodeProfile"`
+	}
+	if len(params) > 0 && json.Unmarshal(params, &p) == nil && p.DecodeProfile != "" {
+		return p.DecodeProfile
+	}
+	return "decode"
+}
+
+func checkPDDecider(params json.RawMessage) error {
+	var p struct {
+		NonCachedTokens int `json:"nonCachedTokens"`
+		PromptTokens    int `json:"promptTokens"`
+	}
+	if err := strictDecode(params, &p); err != nil {
+		return err
+	}
+	if p.NonCachedTokens < 0 {
+		return errors.New("nonCachedTokens cannot be negative")
+	}
+	if p.PromptTokens < 0 {
+		return errors.New("promptTokens cannot be negative")
+	}
+	return nil
+}
+
+// base is what every fallback plugin carries.
+type base struct {
+	epp.TypedName
+	spec spec
+	deps []epp.Dependency
+}
+
+// infra is an accepted, inert infrastructure plugin.
+type infra struct{ base }
+
+// Infrastructure implements Infrastructure.
+func (p *infra) Infrastructure() string { return p.spec.infra }
+
+// infraParser is an infrastructure request parser.
+type infraParser struct{ infra }
+
+// RequestParser marks a parser (config.Parser).
+func (*infraParser) RequestParser() {}
+
+// notSim is an accepted plugin that eppsim does not simulate.
+type notSim struct{ base }
+
+// NotSimulatedReason implements epp.NotSimulated.
+func (p *notSim) NotSimulatedReason() string { return p.spec.reason }
+
+type nsParser struct{ notSim }
+
+// RequestParser marks a parser (config.Parser).
+func (*nsParser) RequestParser() {}
+
+// nsFilter keeps every candidate.
+type nsFilter struct{ notSim }
+
+// Filter implements epp.Filter.
+func (*nsFilter) Filter(_ *epp.Cycle, _ *epp.Request, eps []*epp.Endpoint) []*epp.Endpoint {
+	return eps
+}
+
+// nsScorer scores every candidate 0.
+type nsScorer struct{ notSim }
+
+// Score implements epp.Scorer (scores are zeroed by the caller).
+func (*nsScorer) Score(*epp.Cycle, *epp.Request, []*epp.Endpoint, []float64) {}
+
+// nsProducer declares its keys and writes nothing.
+type nsProducer struct {
+	notSim
+	keys []epp.DataKey
+}
+
+// Produces implements epp.DataProducer.
+func (p *nsProducer) Produces() []epp.DataKey { return p.keys }
+
+// Produce implements epp.DataProducer: nothing is produced.
+func (*nsProducer) Produce(*epp.Cycle, *epp.Request, []*epp.Endpoint) error { return nil }
+
+type nsConsumingProducer struct{ nsProducer }
+
+// Consumes implements epp.DataConsumer.
+func (p *nsConsumingProducer) Consumes() []epp.Dependency { return p.deps }
+
+// nsHandler is a fallback profile handler: runOne runs one profile (the
+// configured decode profile if present, else the first); runAll behaves as
+// single-profile-handler.
+type nsHandler struct {
+	notSim
+	mode    handlerMode
+	profile string
+}
+
+// PickProfiles implements epp.ProfileHandler.
+func (h *nsHandler) PickProfiles(_ *epp.Cycle, _ *epp.Request, profiles []*epp.Profile, results map[string]*epp.ProfileResult) []string {
+	if h.mode == runAll {
+		var out []string
+		for _, p := range profiles {
+			if _, ran := results[p.Name]; !ran {
+				out = append(out, p.Name)
+			}
+		}
+		return out
+	}
+	name := h.target(profiles)
+	if _, ran := results[name]; ran || name == "" {
+		return nil
+	}
+	return []string{name}
+}
+
+func (h *nsHandler) target(profiles []*epp.Profile) string {
+	for _, p := range profiles {
+		if p.Name == h.profile {
+			return p.Name
+		}
+	}
+	if len(profiles) > 0 {
+		return profiles[0].Name
+	}
+	return ""
+}
+
+// ProcessResults implements epp.ProfileHandler: exactly one profile ran; a
+// failed run is an error.
+func (h *nsHandler) ProcessResults(_ *epp.Cycle, _ *epp.Request, results map[string]*epp.ProfileResult) (*epp.Result, error) {
+	if len(results) != 1 {
+		return nil, fmt.Errorf("profile handler %q: expected one profile result, got %d", h.Name(), len(results))
+	}
+	for name, r := range results {
+		if r == nil {
+			return nil, fmt.Errorf("profile handler %q: profile %q: %w", h.Name(), name, epp.ErrNoEndpoints)
+		}
+		return &epp.Result{PrimaryProfile: name, Profiles: results}, nil
+	}
+	return nil, errors.New("unreachable")
+}
+
+type nsConsumingHandler struct{ *nsHandler }
+
+// Consumes implements epp.DataConsumer.
+func (h *nsConsumingHandler) Consumes() []epp.Dependency { return h.deps }

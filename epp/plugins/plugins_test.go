@@ -1,0 +1,231 @@
+package plugins_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/config"
+	"github.com/eppsim/eppsim/epp/plugins"
+)
+
+// specTypes are the type strings of spec §1.4 (multicluster variants aside)
+// plus those the shipped configurations use.
+var specTypes = []string{
+	"single-profile-handler", "disagg-profile-handler", "pd-profile-handler", "data-parallel-profile-handler", "header-profile-handler",
+	"max-score-picker", "random-picker", "weighted-random-picker",
+	"queue-scorer", "kv-cache-utilization-scorer", "running-requests-size-scorer", "prefix-cache-scorer", "load-aware-scorer",
+	"active-request-scorer", "token-load-scorer", "no-hit-lru-scorer", "lora-affinity-scorer", "context-length-aware",
+	"session-affinity-scorer", "latency-scorer", "endpoint-attribute-scorer", "header-label-affinity-scorer",
+	"topology-affinity-scorer", "mm-embeddings-cache-scorer", "precise-prefix-cache-scorer",
+	"label-selector-filter", "by-label-selector", "by-label", "decode-filter", "prefill-filter", "encode-filter",
+	"prefix-cache-affinity-filter", "slo-headroom-tier-filter", "session-affinity-filter", "endpoint-attribute-filter",
+	"topology-affinity-filter", "utilization-filter", "utilization-detector", "concurrency-detector",
+	"prefix-based-pd-decider", "always-disagg-pd-decider", "always-disagg-multimodal-decider",
+	"token-producer", "tokenizer", "approx-prefix-cache-producer", "precise-prefix-cache-producer", "burst-prefix-cache-producer",
+	"inflight-load-producer", "predicted-latency-producer", "mm-embeddings-cache-producer", "session-id-producer", "p2p-source-producer",
+	"metrics-data-source", "core-metrics-extractor", "endpoint-notification-source", "k8s-notification-source",
+	"models-data-source", "models-data-extractor", "dcgm-data-source", "dcgm-extractor", "topology-extractor",
+	"openai-parser", "anthropic-parser", "vllmhttp-parser", "passthrough-parser", "vllmgrpc-parser",
+	"fcfs-ordering-policy", "global-strict-fairness-policy", "static-usage-limit-policy",
+	"probabilistic-admitter", "program-aware-fairness", "soft-reflective-ceiling-policy",
+}
+
+func TestBuiltinRegistersSpecTypes(t *testing.T) {
+	r := plugins.Builtin()
+	for _, typ := range specTypes {
+		if _, ok := r.Lookup(typ); !ok {
+			t.Errorf("type %q not registered", typ)
+		}
+	}
+}
+
+// Every registered type instantiates with no parameters and is either
+// simulated, infrastructure, or not simulated with a reason and fallback.
+func TestBuiltinDefaults(t *testing.T) {
+	r := plugins.Builtin()
+	h := epp.NewHandle(1)
+	for _, typ := range r.Types() {
+		f, _ := r.Lookup(typ)
+		p, err := f(typ, nil, h)
+		if err != nil {
+			// Some types require parameters (e.g. label selectors).
+			continue
+		}
+		if p.Name() != typ {
+			t.Errorf("%s: name %q", typ, p.Name())
+		}
+		if ns, ok := p.(epp.NotSimulated); ok && ns.NotSimulatedReason() == "" {
+			t.Errorf("%s: empty not-simulated reason", typ)
+		}
+		if in, ok := p.(plugins.Infrastructure); ok && !strings.Contains(in.Infrastructure(), ":") {
+			t.Errorf("%s: infrastructure note %q", typ, in.Infrastructure())
+		}
+	}
+}
+
+// Every shipped configuration loads with the full registry.
+func TestShippedConfigsLoadWithBuiltin(t *testing.T) {
+	files, _ := filepath.Glob("../../../shared/epp-configs/*.yaml")
+	if len(files) == 0 {
+		t.Skip("shared configs not found")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			l, err := config.LoadFile(f, config.Options{Registry: plugins.Builtin(), Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := l.Router()
+			r.AddEndpoint(epp.EndpointInfo{Name: "ns/a", Address: "10.0.0.1:8000", Labels: map[string]string{"llm-d.ai/role": "decode"}})
+			r.AddEndpoint(epp.EndpointInfo{Name: "ns/b", Address: "10.0.0.2:8000", Labels: map[string]string{"llm-d.ai/role": "prefill-decode"}})
+			req := &epp.Request{ID: "r", TargetModel: "m", Path: "/v1/completions", Body: []byte(`{"model":"m","prompt":"hello"}`), Headers: map[string]string{}}
+			res, err := r.Schedule(&epp.Cycle{Now: 1}, req)
+			if err != nil {
+				t.Fatalf("schedule: %v", err)
+			}
+			if res.Target() == nil {
+				t.Error("no target")
+			}
+		})
+	}
+}
+
+// The shipped default configuration (spec §1.2) with the real plugins.
+func TestBuiltinDefaultConfig(t *testing.T) {
+	l, err := config.Default(config.Options{Registry: plugins.Builtin()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l.AutoProducers, []string{"approx-prefix-cache-producer", "token-producer"}) ||
+		!slices.Equal(l.Producers, []string{"token-producer", "approx-prefix-cache-producer"}) {
+		t.Errorf("auto %v producers %v", l.AutoProducers, l.Producers)
+	}
+	if len(l.NotSimulated) != 0 {
+		t.Errorf("not simulated %v", l.NotSimulated)
+	}
+}
+
+func TestFallbackParameters(t *testing.T) {
+	r := epp.NewRegistry()
+	plugins.RegisterFallbacks(r)
+	cases := []struct {
+		typ, params, err string
+	}{
+		{"prefix-based-pd-decider", `{"nonCachedTokens":16}`, ""},
+		{"prefix-based-pd-decider", `{"nonCachedTokens":-1}`, "nonCachedTokens cannot be negative"},
+		{"prefix-based-pd-decider", `{"nonCachedToken":1}`, `unknown field "nonCachedToken"`},
+		{"disagg-profile-handler", `{"deciders":{"prefill":"x"},"stageOrder":"prefill-first"}`, ""},
+		{"disagg-profile-handler", `{"stageOrder":"sideways"}`, `invalid stageOrder "sideways"`},
+		{"disagg-profile-handler", `{"deciders":{"decode":"x"}}`, `unknown field "decode"`},
+		{"dcgm-data-source", `{"port":9400,"interval":"1s"}`, ""},
+		{"dcgm-data-source", `[1,2]`, "want an object"},
+		{"metrics-data-source", `null`, ""},
+	}
+	for _, c := range cases {
+		f, ok := r.Lookup(c.typ)
+		if !ok {
+			t.Fatalf("%s not registered", c.typ)
+		}
+		_, err := f("p", json.RawMessage(c.params), epp.NewHandle(0))
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s %s: %v", c.typ, c.params, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s %s: err %v, want %q", c.typ, c.params, err, c.err)
+		}
+	}
+}
+
+func TestFallbackBehaviour(t *testing.T) {
+	r := epp.NewRegistry()
+	plugins.RegisterFallbacks(r)
+	mk := func(typ, params string) epp.Plugin {
+		f, _ := r.Lookup(typ)
+		var raw json.RawMessage
+		if params != "" {
+			raw = json.RawMessage(params)
+		}
+		p, err := f(typ, raw, epp.NewHandle(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	eps := []*epp.Endpoint{{EndpointInfo: &epp.EndpointInfo{Name: "a"}}, {EndpointInfo: &epp.EndpointInfo{Name: "b"}}}
+	if got := mk("topology-affinity-filter", "").(epp.Filter).Filter(nil, nil, eps); len(got) != 2 {
+		t.Errorf("filter kept %d", len(got))
+	}
+	scores := []float64{0, 0}
+	mk("topology-affinity-scorer", "").(epp.Scorer).Score(nil, nil, eps, scores)
+	if scores[0] != 0 || scores[1] != 0 {
+		t.Errorf("scores %v", scores)
+	}
+	lp := mk("predicted-latency-producer", "").(epp.DataProducer)
+	if k := lp.Produces(); len(k) != 1 || k[0] != (epp.DataKey{Type: epp.LatencyPredictionType, Producer: "predicted-latency-producer"}) {
+		t.Errorf("produces %v", k)
+	}
+	// The disagg fallback runs only the decode profile.
+	h := mk("disagg-profile-handler", `{"profiles":{"decode":"d"}}`).(epp.ProfileHandler)
+	profiles := []*epp.Profile{{Name: "prefill"}, {Name: "d"}}
+	if got := h.PickProfiles(nil, nil, profiles, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{"d"}) {
+		t.Errorf("picked %v", got)
+	}
+	res := map[string]*epp.ProfileResult{"d": {Targets: eps[:1]}}
+	if got := h.PickProfiles(nil, nil, profiles, res); len(got) != 0 {
+		t.Errorf("picked again %v", got)
+	}
+	out, err := h.ProcessResults(nil, nil, res)
+	if err != nil || out.PrimaryProfile != "d" || out.Target().Name != "a" {
+		t.Errorf("result %+v %v", out, err)
+	}
+	if _, err := h.ProcessResults(nil, nil, map[string]*epp.ProfileResult{"d": nil}); err == nil {
+		t.Error("failed profile accepted")
+	}
+	if c, ok := h.(epp.DataConsumer); !ok || len(c.Consumes()) != 2 {
+		t.Error("disagg fallback does not consume the prefix and token keys")
+	}
+	dp := mk("data-parallel-profile-handler", `{"primaryPort":8000}`).(epp.ProfileHandler)
+	if got := dp.PickProfiles(nil, nil, profiles, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{"prefill", "d"}) {
+		t.Errorf("dp picked %v", got)
+	}
+	if _, ok := mk("openai-parser", "").(config.Parser); !ok {
+		t.Error("openai-parser is not a config.Parser")
+	}
+	if _, ok := mk("openai-parser", "").(epp.NotSimulated); ok {
+		t.Error("infrastructure reported as not simulated")
+	}
+}
+
+// A sibling package's registration wins over the fallback.
+func TestFallbacksDoNotOverride(t *testing.T) {
+	r := epp.NewRegistry()
+	r.Register("topology-affinity-filter", func(name string, _ json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+		return &epp.TypedName{PluginType: "mine", PluginName: name}, nil
+	})
+	plugins.RegisterFallbacks(r)
+	f, _ := r.Lookup("topology-affinity-filter")
+	p, _ := f("x", nil, nil)
+	if p.Type() != "mine" {
+		t.Errorf("fallback replaced the registered factory")
+	}
+}
+
+// The saturation detectors of epp/filter satisfy config.SaturationDetector,
+// the interface the simulator's admission uses.
+func TestDetectorsImplementInterface(t *testing.T) {
+	r := plugins.Builtin()
+	for _, typ := range []string{"utilization-detector", "concurrency-detector"} {
+		f, _ := r.Lookup(typ)
+		p, err := f(typ, nil, epp.NewHandle(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.(config.SaturationDetector); !ok {
+			t.Errorf("%s does not implement config.SaturationDetector", typ)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package prefixhash
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// genJSON builds random request-like JSON: the keys the fast path knows
+// (and case/escape variants), strings with escapes, surrogates and invalid
+// bytes, nulls, numbers and nesting.
+type genJSON struct {
+	r *rand.Rand
+	b strings.Builder
+}
+
+var genKeys = []string{"messages", "prompt", "cache_salt", "tools", "token_ids", "role", "content", "type", "text",
+	"image_url", "video_url", "input_audio", "audio_url", "model", "name", "Messages", "PROMPT", "rol\\u0065", "cache_Salt", "x"}
+
+var genStrs = []string{"", "user", "assistant", "text", "image_url", "hello", "a\\u00e9", "\\ud83d\\ude00", "\\ud800", "\\ud800\\u0041",
+	"q\\\"x", "tab\\t", "\\/", "\xff", "héllo", "\\u0000", "s1"}
+
+func (g *genJSON) str() {
+	g.b.WriteByte('"')
+	for n := g.r.IntN(3); n >= 0; n-- {
+		g.b.WriteString(genStrs[g.r.IntN(len(genStrs))])
+	}
+	g.b.WriteByte('"')
+}
+
+func (g *genJSON) value(depth int) {
+	k := g.r.IntN(10)
+	if depth > 4 {
+		k = g.r.IntN(4)
+	}
+	switch k {
+	case 0, 1:
+		g.str()
+	case 2:
+		g.b.WriteString([]string{"null", "true", "1", "-2.5e3", "0", "7"}[g.r.IntN(6)])
+	case 3:
+		g.str()
+	case 4, 5, 6:
+		g.object(depth + 1)
+	default:
+		g.b.WriteByte('[')
+		for i := g.r.IntN(4); i > 0; i-- {
+			g.value(depth + 1)
+			if i > 1 {
+				g.b.WriteByte(',')
+			}
+		}
+		g.b.WriteByte(']')
+	}
+}
+
+func (g *genJSON) object(depth int) {
+	g.b.WriteByte('{')
+	n := g.r.IntN(5)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			g.b.WriteByte(',')
+		}
+		g.b.WriteString(`"` + genKeys[g.r.IntN(len(genKeys))] + `":`)
+		g.value(depth)
+	}
+	g.b.WriteByte('}')
+}
+
+// chatish generates bodies close to real chat/completions requests so the
+// fast path claims many of them.
+func (g *genJSON) chatish() string {
+	g.b.Reset()
+	if g.r.IntN(3) == 0 {
+		g.object(0)
+		return g.b.String()
+	}
+	g.b.WriteString(`{"model":"m"`)
+	if g.r.IntN(2) == 0 {
+		g.b.WriteString(`,"cache_salt":`)
+		g.str()
+	}
+	if g.r.IntN(2) == 0 {
+		g.b.WriteString(`,"prompt":`)
+		if g.r.IntN(2) == 0 {
+			g.str()
+		} else {
+			g.b.WriteString("[")
+			for i := g.r.IntN(3); i > 0; i-- {
+				g.str()
+				if i > 1 {
+					g.b.WriteByte(',')
+				}
+			}
+			g.b.WriteString("]")
+		}
+	} else {
+		g.b.WriteString(`,"messages":[`)
+		for i := g.r.IntN(4); i > 0; i-- {
+			g.b.WriteString(`{"role":`)
+			g.str()
+			g.b.WriteString(`,"content":`)
+			if g.r.IntN(2) == 0 {
+				g.str()
+			} else {
+				g.b.WriteString(`[{"type":"text","text":`)
+				g.str()
+				g.b.WriteString(`},`)
+				g.object(2)
+				g.b.WriteString(`]`)
+			}
+			if g.r.IntN(3) == 0 {
+				g.b.WriteString(`,"name":`)
+				g.value(2)
+			}
+			g.b.WriteString(`}`)
+			if i > 1 {
+				g.b.WriteByte(',')
+			}
+		}
+		g.b.WriteString(`]`)
+	}
+	if g.r.IntN(4) == 0 {
+		g.b.WriteString(`,"extra":`)
+		g.value(1)
+	}
+	g.b.WriteString(`}`)
+	return g.b.String()
+}
+
+func TestFastPathDifferential(t *testing.T) {
+	g := &genJSON{r: rand.New(rand.NewPCG(diffSeed, 1))}
+	e := &Estimator{}
+	claimed, n := 0, 10000
+	if testing.Short() {
+		n = 1000
+	}
+	for i := 0; i < n; i++ {
+		body := []byte(g.chatish())
+		for _, path := range fuzzPaths[:3] {
+			fast, ok := fastTokenize(path, body)
+			if !ok {
+				continue
+			}
+			claimed++
+			if fast.TokenCount() == 0 {
+				fast = nil
+			}
+			ref, err := e.tokenizeReference(path, body)
+			if err != nil || !sameTokenized(fast, ref) {
+				t.Fatalf("path %q body %s:\nfast %+v\nref %+v err %v", path, body, fast, ref, err)
+			}
+			salt, ok := fastCacheSalt(body)
+			if ok && ref != nil && ref.CacheSalt != salt {
+				t.Fatalf("salt %q vs %q in %s", salt, ref.CacheSalt, body)
+			}
+		}
+	}
+	t.Logf("fast path claimed %d of %d (body, path) pairs", claimed, 3*n)
+	if claimed < n/2 {
+		t.Errorf("fast path claimed %d of %d bodies", claimed, 3*n)
+	}
+}
+
+const diffSeed = 42

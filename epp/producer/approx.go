@@ -1,0 +1,421 @@
+package producer
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/prefixhash"
+)
+
+// Approximate prefix producer defaults (spec §5.4, upstream types.go).
+const (
+	DefaultApproxBlockSizeTokens = 16
+	MinApproxBlockSizeTokens     = 64 // minBlockSizeTokens (#1158)
+	DefaultMaxPrefixBlocks       = 2048
+	DefaultMaxPrefixTokens       = 131072
+	DefaultLRUCapacityPerServer  = 31250
+)
+
+// ApproxPrefixParams are the approx-prefix-cache-producer parameters (spec
+// §5.4), decoded strictly as upstream.
+type ApproxPrefixParams struct {
+	AutoTune               bool `json:"autoTune"`
+	BlockSizeTokens        int  `json:"blockSizeTokens"`
+	BlockSize              int  `json:"blockSize"` // deprecated
+	MaxPrefixBlocksToMatch int  `json:"maxPrefixBlocksToMatch"`
+	MaxPrefixTokensToMatch int  `json:"maxPrefixTokensToMatch"`
+	LRUCapacityPerServer   int  `json:"lruCapacityPerServer"`
+}
+
+// DefaultApproxPrefixParams are the upstream defaults (autoTune on).
+func DefaultApproxPrefixParams() ApproxPrefixParams {
+	return ApproxPrefixParams{
+		AutoTune:               true,
+		BlockSizeTokens:        DefaultApproxBlockSizeTokens,
+		MaxPrefixBlocksToMatch: DefaultMaxPrefixBlocks,
+		MaxPrefixTokensToMatch: DefaultMaxPrefixTokens,
+		LRUCapacityPerServer:   DefaultLRUCapacityPerServer,
+	}
+}
+
+// ApproxPrefix is the approx-prefix-cache-producer (spec §5.3–5.7).
+//
+// Produce hashes the request's tokens at the effective block size and writes
+// PrefixCacheMatchInfo (match, total, block size) on every candidate;
+// PreRequest inserts the hashes for the primary target and the "prefill"
+// profile's target. The index update upstream makes asynchronously is
+// applied synchronously here (at dispatch).
+type ApproxPrefix struct {
+	epp.TypedName
+	cfg       ApproxPrefixParams
+	tailFirst bool
+	key       epp.DataKey
+	stateKey  epp.DataKey
+	idx       approxIndex
+	counts    []int // scratch: match count per pod id
+}
+
+// NewApproxPrefix validates p (after the deprecated blockSize mapping) and
+// returns a producer with an empty index.
+func NewApproxPrefix(name string, p ApproxPrefixParams) (*ApproxPrefix, error) {
+	if p.BlockSize > 0 {
+		if p.BlockSizeTokens == DefaultApproxBlockSizeTokens {
+			p.BlockSizeTokens = p.BlockSize
+		}
+		p.BlockSize = 0
+	}
+	if !p.AutoTune && p.BlockSizeTokens <= 0 {
+		return nil, fmt.Errorf("blockSizeTokens must be > 0 when autoTune is disabled (got %d)", p.BlockSizeTokens)
+	}
+	if p.MaxPrefixTokensToMatch < 0 {
+		return nil, fmt.Errorf("maxPrefixTokensToMatch must be >= 0 (got %d)", p.MaxPrefixTokensToMatch)
+	}
+	if p.MaxPrefixBlocksToMatch < 0 {
+		return nil, fmt.Errorf("maxPrefixBlocksToMatch must be >= 0 (got %d)", p.MaxPrefixBlocksToMatch)
+	}
+	return &ApproxPrefix{
+		TypedName: epp.TypedName{PluginType: ApproxPrefixType, PluginName: name},
+		cfg:       p,
+		key:       epp.DataKey{Type: epp.PrefixCacheMatchInfoType, Producer: name},
+		stateKey:  epp.DataKey{Type: "ApproxPrefixState", Producer: name},
+		idx:       newApproxIndex(),
+	}, nil
+}
+
+func approxFactory(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+	p := DefaultApproxPrefixParams()
+	if err := epp.DecodeParams(ApproxPrefixType, name, params, &p); err != nil {
+		return nil, err
+	}
+	a, err := NewApproxPrefix(name, p)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q (type %s): %w", name, ApproxPrefixType, err)
+	}
+	return a, nil
+}
+
+// Params returns the effective parameters.
+func (a *ApproxPrefix) Params() ApproxPrefixParams { return a.cfg }
+
+// SetTailFirst selects the post-ebab687 insertion order (llm-d-router PR
+// #2661): a prompt's hashes enter the pod LRU tail first, so its head block
+// is the most recent entry and evictions trim tails. The default (false) is
+// ebab687's head-first order. The flag is not part of the upstream
+// parameter schema; the config layer sets it from an eppsim option.
+func (a *ApproxPrefix) SetTailFirst(on bool) { a.tailFirst = on }
+
+// TailFirst reports the insertion order.
+func (a *ApproxPrefix) TailFirst() bool { return a.tailFirst }
+
+// Produces is PrefixCacheMatchInfo/<name>.
+func (a *ApproxPrefix) Produces() []epp.DataKey { return []epp.DataKey{a.key} }
+
+// Consumes is TokenizedPrompt/token-producer, required.
+func (a *ApproxPrefix) Consumes() []epp.Dependency {
+	return []epp.Dependency{{Key: TokenizedPromptKey, Required: true}}
+}
+
+// BlockSize is the effective block size for a candidate list (upstream
+// GetBlockSize): the configured size, or with autoTune the first
+// candidate's vllm:cache_config_info block_size when positive; never below
+// 64.
+func (a *ApproxPrefix) BlockSize(eps []*epp.Endpoint) int {
+	bs := a.cfg.BlockSizeTokens
+	if a.cfg.AutoTune && len(eps) > 0 && eps[0] != nil && eps[0].Metrics.CacheBlockSize > 0 {
+		bs = eps[0].Metrics.CacheBlockSize
+	}
+	return max(bs, MinApproxBlockSizeTokens)
+}
+
+// MaxBlocks is the per-prompt block cap at block size bs (upstream
+// resolveMaxBlocks): maxPrefixTokensToMatch/bs when that is set, else
+// maxPrefixBlocksToMatch, unlimited when both are 0.
+func (a *ApproxPrefix) MaxBlocks(bs int) int {
+	if a.cfg.MaxPrefixTokensToMatch > 0 && bs > 0 {
+		return a.cfg.MaxPrefixTokensToMatch / bs
+	}
+	if a.cfg.MaxPrefixBlocksToMatch == 0 {
+		return math.MaxInt
+	}
+	return a.cfg.MaxPrefixBlocksToMatch
+}
+
+// approxState is what Produce leaves for PreRequest.
+type approxState struct {
+	perPrompt [][]uint64
+	blockSize int
+}
+
+// Produce computes the request's block hashes and writes each candidate's
+// PrefixCacheMatchInfo (spec §5.5). A request without tokens gets (0, 0, bs)
+// everywhere.
+func (a *ApproxPrefix) Produce(_ *epp.Cycle, req *epp.Request, eps []*epp.Endpoint) error {
+	bs := a.BlockSize(eps)
+	perPrompt := prefixhash.GetBlockHashes(req, bs, a.MaxBlocks(bs))
+	counts := a.counts[:0]
+	for range a.idx.pods {
+		counts = append(counts, 0)
+	}
+	a.counts = counts
+	total := 0
+	for _, hashes := range perPrompt {
+		a.idx.matchLongestPrefix(hashes, counts)
+		total += len(hashes)
+	}
+	for _, e := range eps {
+		m := 0
+		if id, ok := a.idx.ids[e.Name]; ok {
+			m = counts[id]
+		}
+		e.Put(a.key, epp.PrefixCacheMatchInfo{MatchBlocks: m, TotalBlocks: total, BlockSizeTokens: bs, CachedBlockCount: m})
+	}
+	req.Put(a.stateKey, &approxState{perPrompt: perPrompt, blockSize: bs})
+	return nil
+}
+
+// PreRequest inserts the request's hashes for the primary profile's first
+// target and, if present, the "prefill" profile's first target (spec §5.7).
+// Upstream does this in a goroutine; eppsim applies it immediately.
+func (a *ApproxPrefix) PreRequest(_ *epp.Cycle, req *epp.Request, res *epp.Result) {
+	v, ok := req.Get(a.stateKey)
+	if !ok {
+		return
+	}
+	st, _ := v.(*approxState)
+	req.Put(a.stateKey, (*approxState)(nil))
+	if st == nil || res == nil {
+		return
+	}
+	primary := res.Profiles[res.PrimaryProfile]
+	if primary == nil || len(primary.Targets) == 0 {
+		return
+	}
+	targets := []*epp.Endpoint{primary.Targets[0]}
+	if pr := res.Profiles[prefillProfile]; pr != nil && len(pr.Targets) > 0 {
+		targets = append(targets, pr.Targets[0])
+	}
+	for _, t := range targets {
+		if t == nil || t.EndpointInfo == nil {
+			continue
+		}
+		capacity := DefaultLRUCapacityPerServer
+		if a.cfg.AutoTune && t.Metrics.CacheNumBlocks > 0 {
+			capacity = t.Metrics.CacheNumBlocks
+		} else if a.cfg.LRUCapacityPerServer > 0 {
+			capacity = a.cfg.LRUCapacityPerServer
+		}
+		for _, hashes := range st.perPrompt {
+			a.idx.add(hashes, t.Name, capacity, a.tailFirst)
+		}
+	}
+}
+
+// RequestHashes returns the block hashes Produce computed for req and the
+// block size they were computed at (nil after PreRequest consumed them).
+func (a *ApproxPrefix) RequestHashes(req *epp.Request) ([][]uint64, int) {
+	v, ok := req.Get(a.stateKey)
+	if !ok {
+		return nil, 0
+	}
+	st, _ := v.(*approxState)
+	if st == nil {
+		return nil, 0
+	}
+	return st.perPrompt, st.blockSize
+}
+
+// MatchBlocks is what the index predicts for one endpoint: the blocks of
+// perPrompt it holds within the globally matched prefix, summed over
+// prompts (the value Produce writes as matchBlocks). It does not change the
+// index.
+func (a *ApproxPrefix) MatchBlocks(perPrompt [][]uint64, endpointName string) int {
+	id, ok := a.idx.ids[endpointName]
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, hashes := range perPrompt {
+		for _, h := range hashes {
+			s, ok := a.idx.hashToPods[h]
+			if !ok {
+				break
+			}
+			if s.has(id) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// PodBlocks is the number of entries in the endpoint's LRU.
+func (a *ApproxPrefix) PodBlocks(endpointName string) int {
+	id, ok := a.idx.ids[endpointName]
+	if !ok || a.idx.pods[id].lru == nil {
+		return 0
+	}
+	return a.idx.pods[id].lru.Len()
+}
+
+// PodCapacity is the LRU capacity fixed at the endpoint's first insert (0 if
+// it has none).
+func (a *ApproxPrefix) PodCapacity(endpointName string) int {
+	id, ok := a.idx.ids[endpointName]
+	if !ok || a.idx.pods[id].lru == nil {
+		return 0
+	}
+	return a.idx.pods[id].capacity
+}
+
+// RemovePod drops an endpoint's LRU; its eviction callbacks clean the hash
+// map (entries left stale by an over-long insert stay, as upstream).
+func (a *ApproxPrefix) RemovePod(endpointName string) { a.idx.removePod(endpointName) }
+
+// approxIndex is upstream's indexer: hash → set of pods, pod → LRU of hashes
+// (hashicorp golang-lru, capacity fixed at creation, eviction callback
+// removes the pod from the hash's set).
+type approxIndex struct {
+	hashToPods map[uint64]podSet
+	ids        map[string]int32
+	pods       []approxPod
+}
+
+type approxPod struct {
+	name     string
+	lru      *simplelru.LRU[uint64, struct{}]
+	capacity int
+}
+
+func newApproxIndex() approxIndex {
+	return approxIndex{hashToPods: map[uint64]podSet{}, ids: map[string]int32{}}
+}
+
+// podSet is a set of pod ids: ids below 64 in a bit mask, others in a slice.
+type podSet struct {
+	lo uint64
+	hi []int32
+}
+
+func (s *podSet) add(id int32) {
+	if id < 64 {
+		s.lo |= 1 << uint(id)
+		return
+	}
+	for _, x := range s.hi {
+		if x == id {
+			return
+		}
+	}
+	s.hi = append(s.hi, id)
+}
+
+func (s *podSet) remove(id int32) {
+	if id < 64 {
+		s.lo &^= 1 << uint(id)
+		return
+	}
+	for i, x := range s.hi {
+		if x == id {
+			s.hi = append(s.hi[:i], s.hi[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s podSet) has(id int32) bool {
+	if id < 64 {
+		return s.lo&(1<<uint(id)) != 0
+	}
+	for _, x := range s.hi {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (s podSet) empty() bool { return s.lo == 0 && len(s.hi) == 0 }
+
+// matchLongestPrefix adds to counts[pod] the number of hashes each pod holds
+// in the prefix that at least one pod holds (the global walk, spec §5.5).
+func (ix *approxIndex) matchLongestPrefix(hashes []uint64, counts []int) {
+	for _, h := range hashes {
+		s, ok := ix.hashToPods[h]
+		if !ok {
+			return
+		}
+		for m := s.lo; m != 0; m &= m - 1 {
+			counts[bits.TrailingZeros64(m)]++
+		}
+		for _, id := range s.hi {
+			counts[id]++
+		}
+	}
+}
+
+func (ix *approxIndex) podID(name string) int32 {
+	if id, ok := ix.ids[name]; ok {
+		return id
+	}
+	id := int32(len(ix.pods))
+	ix.ids[name] = id
+	ix.pods = append(ix.pods, approxPod{name: name})
+	return id
+}
+
+// add is upstream indexer.Add for one prompt: all LRU insertions first
+// (evictions fire callbacks), then the hash → pod entries. A prompt longer
+// than the LRU therefore leaves its evicted hashes in hashToPods (stale).
+func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst bool) {
+	id := ix.podID(name)
+	p := &ix.pods[id]
+	if p.lru == nil {
+		if capacity <= 0 {
+			capacity = DefaultLRUCapacityPerServer
+		}
+		// NewLRU fails only for a non-positive size, excluded above.
+		l, _ := simplelru.NewLRU[uint64, struct{}](capacity, func(h uint64, _ struct{}) {
+			if s, ok := ix.hashToPods[h]; ok {
+				s.remove(id)
+				if s.empty() {
+					delete(ix.hashToPods, h)
+				} else {
+					ix.hashToPods[h] = s
+				}
+			}
+		})
+		p.lru, p.capacity = l, capacity
+	}
+	if tailFirst {
+		for i := len(hashes) - 1; i >= 0; i-- {
+			p.lru.Add(hashes[i], struct{}{})
+		}
+	} else {
+		for _, h := range hashes {
+			p.lru.Add(h, struct{}{})
+		}
+	}
+	for _, h := range hashes {
+		s := ix.hashToPods[h]
+		s.add(id)
+		ix.hashToPods[h] = s
+	}
+}
+
+func (ix *approxIndex) removePod(name string) {
+	id, ok := ix.ids[name]
+	if !ok || ix.pods[id].lru == nil {
+		return
+	}
+	l := ix.pods[id].lru
+	for _, h := range l.Keys() {
+		l.Remove(h)
+	}
+	ix.pods[id].lru = nil
+	ix.pods[id].capacity = 0
+}

@@ -1,0 +1,59 @@
+package producer
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/eppsim/eppsim/epp"
+)
+
+// TestSharedConfigParams builds every plugin of this package that the
+// shipped EndpointPickerConfigs declare, with their parameters decoded
+// strictly.
+func TestSharedConfigParams(t *testing.T) {
+	files, err := filepath.Glob("../../../shared/epp-configs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no shared configs: %v", err)
+	}
+	r := epp.NewRegistry()
+	Register(r)
+	built := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			Plugins []struct {
+				Name       string          `json:"name"`
+				Type       string          `json:"type"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"plugins"`
+		}
+		if err := yaml.Unmarshal(raw, &cfg); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, p := range cfg.Plugins {
+			factory, ok := r.Lookup(p.Type)
+			if !ok {
+				continue
+			}
+			name := p.Name
+			if name == "" {
+				name = p.Type
+			}
+			if _, err := factory(name, p.Parameters, epp.NewHandle(0)); err != nil {
+				t.Errorf("%s: %s: %v", filepath.Base(f), p.Type, err)
+			}
+			built++
+		}
+	}
+	t.Logf("built %d producer plugins", built)
+	if built < 10 {
+		t.Errorf("only %d producer plugins found in the shared configs", built)
+	}
+}

@@ -1,0 +1,415 @@
+package precise
+
+import (
+	"math/bits"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/eppsim/eppsim/epp"
+)
+
+// Tier names.
+const (
+	// DefaultEventTier is the tier of a BlockStored/BlockRemoved without a
+	// medium (upstream defaultEventSourceDeviceTier).
+	DefaultEventTier = "gpu"
+	// SpeculativeTier is the cachedBlocksByTier key of speculative entries.
+	SpeculativeTier = "speculative"
+)
+
+const specBit = uint64(1) << maxTiers
+
+// Indexer is the precise prefix-cache state of one producer: the block-key
+// hasher, the KV-block index, KV-event ingestion with remove de-duplication
+// (upstream kvevents.Pool), tier-weighted longest-prefix matching
+// (kvcache.LongestPrefixScorer) and speculative entries with a TTL.
+//
+// Pods are identified by their "ip:port" address, as upstream.
+// An Indexer is not safe for concurrent use.
+type Indexer struct {
+	hasher    *Hasher
+	index     *Index
+	weights   map[string]float64
+	defWeight float64
+	tierW     []float64
+
+	// refs counts stores per (pod, tier, engine hash) so that duplicate
+	// removes do not evict a block another store still references
+	// (upstream eventDedupFilter).
+	refs map[int32]map[dedupKey]int
+
+	spec []specItem // speculative entries, in expiry order
+
+	// scratch for Match
+	candOf []int32
+	st     []candState
+	stamp  uint32
+}
+
+type dedupKey struct {
+	tier uint8
+	hash uint64
+}
+
+type specItem struct {
+	expiry  int64
+	keys    [][]uint64
+	entries []entry
+}
+
+type candState struct {
+	stamp  uint32
+	w      float64
+	mask   uint64
+	alive  bool
+	tmask  uint64
+	score  float64
+	cached int
+	tiers  [maxTiers + 1]int
+}
+
+// NewIndexer wires a hasher and an index. weights maps device tiers to
+// scoring weights; tiers not listed weigh defaultWeight (1.0 at ebab687).
+func NewIndexer(h *Hasher, ix *Index, weights map[string]float64, defaultWeight float64) *Indexer {
+	return &Indexer{
+		hasher:    h,
+		index:     ix,
+		weights:   weights,
+		defWeight: defaultWeight,
+		refs:      map[int32]map[dedupKey]int{},
+	}
+}
+
+// Hasher returns the block-key hasher.
+func (x *Indexer) Hasher() *Hasher { return x.hasher }
+
+// Index returns the KV-block index.
+func (x *Indexer) Index() *Index { return x.index }
+
+func normalizeTier(medium string) string {
+	if medium == "" {
+		return DefaultEventTier
+	}
+	return strings.ToLower(medium)
+}
+
+// HandleEvents applies one batch of KV events from pod (its "ip:port"),
+// whose engine serves model (spec §6.3). Malformed events are dropped one
+// by one, as upstream logs and continues.
+func (x *Indexer) HandleEvents(pod, model string, batch []epp.KVEvent) {
+	for i := range batch {
+		ev := &batch[i]
+		switch ev.Kind {
+		case epp.BlockStored:
+			x.blockStored(pod, model, ev)
+		case epp.BlockRemoved:
+			x.blockRemoved(pod, ev)
+		case epp.AllBlocksCleared:
+			x.ClearPod(pod)
+		}
+	}
+}
+
+func (x *Indexer) blockStored(pod, model string, ev *epp.KVEvent) {
+	ent, ok := x.index.makeEntry(pod, normalizeTier(ev.Medium), false)
+	if !ok {
+		return
+	}
+	// As upstream, a zero parent hash means "no parent" (vLLM's None decodes
+	// to 0); HasParent is not consulted.
+	var parent uint64
+	if ev.ParentBlockHash != 0 {
+		rk, ok := x.index.requestKey(ev.ParentBlockHash)
+		if !ok {
+			// Unknown parent: the chain cannot be continued; upstream drops
+			// the event.
+			return
+		}
+		parent = rk
+	}
+	if ev.LoraName != "" {
+		model = ev.LoraName
+	}
+	rks := x.hasher.Keys(parent, ev.TokenIDs, model, nil)
+	if len(rks) == 0 {
+		// Location-only event (no tokens, e.g. an offload to CPU): resolve
+		// the engine keys already mapped and add this tier.
+		if len(ev.TokenIDs) != 0 || len(ev.BlockHashes) == 0 {
+			return
+		}
+		var resolved []uint64
+		seen := map[uint64]bool{}
+		for _, ek := range ev.BlockHashes {
+			if rk, ok := x.index.requestKey(ek); ok && !seen[rk] {
+				seen[rk] = true
+				resolved = append(resolved, rk)
+			}
+		}
+		if len(resolved) == 0 {
+			return
+		}
+		x.index.add(nil, resolved, []entry{ent})
+		x.trackStore(ent, ev.BlockHashes)
+		return
+	}
+	x.index.add(ev.BlockHashes, rks, []entry{ent})
+	x.trackStore(ent, ev.BlockHashes)
+}
+
+func (x *Indexer) trackStore(ent entry, hashes []uint64) {
+	if len(hashes) == 0 {
+		return
+	}
+	b := x.refs[ent.pod]
+	if b == nil {
+		b = map[dedupKey]int{}
+		x.refs[ent.pod] = b
+	}
+	for _, h := range hashes {
+		b[dedupKey{ent.tier, h}]++
+	}
+}
+
+func (x *Indexer) blockRemoved(pod string, ev *epp.KVEvent) {
+	ent, ok := x.index.makeEntry(pod, normalizeTier(ev.Medium), false)
+	if !ok {
+		return
+	}
+	b := x.refs[ent.pod]
+	recs := []entry{ent}
+	for _, h := range ev.BlockHashes {
+		if b != nil {
+			k := dedupKey{ent.tier, h}
+			if n, ok := b[k]; ok && n > 0 {
+				if n > 1 {
+					b[k] = n - 1 // still referenced by another store
+					continue
+				}
+				delete(b, k)
+			}
+		}
+		x.index.evictEngineKey(h, recs)
+	}
+	if b != nil && len(b) == 0 {
+		delete(x.refs, ent.pod)
+	}
+}
+
+// ClearPod drops every entry and store count of pod (AllBlocksCleared, or
+// the endpoint leaving the pool).
+func (x *Indexer) ClearPod(pod string) {
+	x.index.clearPod(pod)
+	if id, ok := x.index.podIDs[pod]; ok {
+		delete(x.refs, id)
+	}
+}
+
+// RequestKeys computes a request's per-prompt block keys (spec §6.2): full
+// blocks only, prompts with no full block skipped; multimodal extras apply
+// to single-prompt requests; the cache salt joins block 0's extras. It
+// returns nil when no prompt has a full block.
+func (x *Indexer) RequestKeys(model string, tr *epp.TokenizedRequest) [][]uint64 {
+	if tr == nil {
+		return nil
+	}
+	bs := x.hasher.blockSize
+	var out [][]uint64
+	for _, p := range tr.Prompts {
+		if len(p) < bs {
+			continue
+		}
+		var mm []epp.MultiModalFeature
+		if len(tr.Prompts) == 1 {
+			mm = tr.MultiModal
+		}
+		keys := x.hasher.Keys(0, p, model, RequestExtras(len(p), bs, mm, tr.CacheSalt))
+		if len(keys) > 0 {
+			out = append(out, keys)
+		}
+	}
+	return out
+}
+
+// Match is one candidate's precise match (spec §6.4).
+type Match struct {
+	// Score is the tier-weighted longest-prefix score summed over prompts
+	// (matchBlocks = int(Score)).
+	Score float64
+	// Cached is the unweighted contiguous block count from key 0.
+	Cached int
+	// ByTier counts contiguous blocks per tier while the intersection of the
+	// pod's tier sets stays non-empty; nil when zero everywhere.
+	ByTier map[string]int
+}
+
+func (x *Indexer) weight(tier uint8) float64 {
+	for len(x.tierW) < len(x.index.tierNames) {
+		name := x.index.tierNames[len(x.tierW)]
+		w, ok := x.weights[name]
+		if !ok {
+			w = x.defWeight
+		}
+		x.tierW = append(x.tierW, w)
+	}
+	return x.tierW[tier]
+}
+
+// Match scores candidates (by address) against per-prompt keys; out[i]
+// belongs to candidates[i] and is overwritten.
+func (x *Indexer) Match(perPrompt [][]uint64, candidates []string, out []Match) {
+	ix := x.index
+	for len(x.candOf) < len(ix.podNames) {
+		x.candOf = append(x.candOf, -1)
+	}
+	if cap(x.st) < len(candidates) {
+		x.st = make([]candState, len(candidates))
+	}
+	st := x.st[:len(candidates)]
+	ids := make([]int32, 0, len(candidates))
+	for c, addr := range candidates {
+		st[c] = candState{}
+		out[c] = Match{}
+		if id, ok := ix.podIDs[addr]; ok {
+			x.candOf[id] = int32(c)
+			ids = append(ids, id)
+		}
+	}
+	defer func() {
+		for _, id := range ids {
+			x.candOf[id] = -1
+		}
+	}()
+	if len(ids) == 0 {
+		return
+	}
+	for _, keys := range perPrompt {
+		for c := range st {
+			st[c].alive, st[c].tmask, st[c].score = false, 0, 0
+		}
+		for i, key := range keys {
+			pc, ok := ix.data.Get(key)
+			if !ok {
+				break
+			}
+			x.stamp++
+			hit := false
+			for _, e := range pc.entries {
+				c := x.candOf[e.pod]
+				if c < 0 {
+					continue
+				}
+				s := &st[c]
+				w := x.weight(e.tier)
+				bit := uint64(1) << e.tier
+				if e.spec {
+					bit = specBit
+				}
+				if s.stamp != x.stamp {
+					s.stamp, s.w, s.mask = x.stamp, w, 0
+				} else if w > s.w {
+					s.w = w
+				}
+				s.mask |= bit
+				hit = true
+			}
+			if !hit {
+				break
+			}
+			anyAlive := false
+			for c := range st {
+				s := &st[c]
+				present := s.stamp == x.stamp
+				if i == 0 {
+					if !present {
+						continue
+					}
+					s.alive, s.score, s.tmask = true, s.w, s.mask
+				} else {
+					if !s.alive {
+						continue
+					}
+					if !present {
+						s.alive = false
+						continue
+					}
+					s.score += s.w
+					s.tmask &= s.mask
+				}
+				anyAlive = true
+				s.cached++
+				for m := s.tmask; m != 0; m &= m - 1 {
+					s.tiers[bits.TrailingZeros64(m)]++
+				}
+			}
+			if !anyAlive {
+				break
+			}
+		}
+		for c := range st {
+			out[c].Score += st[c].score
+		}
+	}
+	for c := range st {
+		s := &st[c]
+		out[c].Cached = s.cached
+		for t, n := range s.tiers {
+			if n == 0 {
+				continue
+			}
+			if out[c].ByTier == nil {
+				out[c].ByTier = map[string]int{}
+			}
+			name := SpeculativeTier
+			if uint64(1)<<t != specBit {
+				name = ix.tierNames[t]
+			}
+			out[c].ByTier[name] += n
+		}
+	}
+}
+
+// AddSpeculative inserts speculative entries (tier "", weight per the
+// default) for pods under every key, to be removed at now+ttl (spec §6.4).
+func (x *Indexer) AddSpeculative(now, ttl int64, perPrompt [][]uint64, pods []string) {
+	x.Expire(now)
+	var ents []entry
+	for _, p := range pods {
+		ent, ok := x.index.makeEntry(p, "", true)
+		if !ok {
+			continue
+		}
+		ents = append(ents, ent)
+		for _, keys := range perPrompt {
+			x.index.add(nil, keys, []entry{ent})
+		}
+	}
+	if len(ents) == 0 {
+		return
+	}
+	it := specItem{expiry: now + ttl, keys: perPrompt, entries: ents}
+	i := sort.Search(len(x.spec), func(i int) bool { return x.spec[i].expiry > it.expiry })
+	x.spec = slices.Insert(x.spec, i, it)
+}
+
+// Expire removes the speculative entries whose TTL ended at or before now.
+func (x *Indexer) Expire(now int64) {
+	n := 0
+	for n < len(x.spec) && x.spec[n].expiry <= now {
+		it := &x.spec[n]
+		for _, keys := range it.keys {
+			for _, rk := range keys {
+				x.index.evictRequestKey(rk, it.entries)
+			}
+		}
+		n++
+	}
+	if n > 0 {
+		clear(x.spec[:n])
+		x.spec = x.spec[n:]
+	}
+}
+
+// PendingSpeculative is the number of speculative insertions not yet
+// expired.
+func (x *Indexer) PendingSpeculative() int { return len(x.spec) }

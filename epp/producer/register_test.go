@@ -1,0 +1,70 @@
+package producer
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/eppsim/eppsim/epp"
+)
+
+func TestRegisterAndDataKeys(t *testing.T) {
+	r := epp.NewRegistry()
+	Register(r)
+	want := []string{
+		"approx-prefix-cache-producer", "burst-prefix-cache-producer", "inflight-load-producer",
+		"precise-prefix-cache-producer", "precise-prefix-cache-scorer", "session-id-producer",
+		"token-producer", "tokenizer",
+	}
+	if got := r.Types(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("types %v", got)
+	}
+	produces := map[string][]string{
+		"approx-prefix-cache-producer":  {"PrefixCacheMatchInfoDataKey/approx-prefix-cache-producer"},
+		"burst-prefix-cache-producer":   {"PrefixCacheMatchInfoDataKey/burst-prefix-cache-producer"},
+		"inflight-load-producer":        {"InFlightLoadDataKey/inflight-load-producer", "UncachedRequestTokens/inflight-load-producer"},
+		"precise-prefix-cache-producer": {"PrefixCacheMatchInfoDataKey/precise-prefix-cache-producer"},
+		"precise-prefix-cache-scorer":   {"PrefixCacheMatchInfoDataKey/precise-prefix-cache-scorer"},
+		"session-id-producer":           {"SessionID/session-id-producer", "BoundEndpoint/session-id-producer"},
+		"token-producer":                {"TokenizedPrompt/token-producer"},
+		"tokenizer":                     {"TokenizedPrompt/tokenizer"},
+	}
+	consumes := map[string][]epp.Dependency{
+		"approx-prefix-cache-producer":  {{Key: TokenizedPromptKey, Required: true}},
+		"burst-prefix-cache-producer":   {{Key: TokenizedPromptKey, Required: true}},
+		"precise-prefix-cache-producer": {{Key: TokenizedPromptKey, Required: true}},
+		"precise-prefix-cache-scorer":   {{Key: TokenizedPromptKey, Required: false}},
+		"inflight-load-producer": {
+			{Key: TokenizedPromptKey, Required: true},
+			{Key: epp.DataKey{Type: epp.PrefixCacheMatchInfoType, Producer: epp.ApproxPrefixProducer}},
+		},
+	}
+	for _, typ := range want {
+		f, _ := r.Lookup(typ)
+		p, err := f(typ, nil, epp.NewHandle(0))
+		if err != nil {
+			t.Errorf("%s with no parameters: %v", typ, err)
+			continue
+		}
+		if p.Type() != typ || p.Name() != typ {
+			t.Errorf("%s: type %s name %s", typ, p.Type(), p.Name())
+		}
+		var keys []string
+		for _, k := range p.(epp.DataProducer).Produces() {
+			keys = append(keys, k.String())
+		}
+		if !reflect.DeepEqual(keys, produces[typ]) {
+			t.Errorf("%s produces %v", typ, keys)
+		}
+		var deps []epp.Dependency
+		if dc, ok := p.(epp.DataConsumer); ok {
+			deps = dc.Consumes()
+		}
+		if !reflect.DeepEqual(deps, consumes[typ]) {
+			t.Errorf("%s consumes %+v", typ, deps)
+		}
+		_, ns := p.(epp.NotSimulated)
+		if ns != (typ == "burst-prefix-cache-producer") {
+			t.Errorf("%s NotSimulated = %v", typ, ns)
+		}
+	}
+}
