@@ -35,7 +35,7 @@ type EndpointInfo struct {
 type Endpoint struct {
 	*EndpointInfo
 	Metrics Metrics
-	attrs   []attribute
+	attrs   attributes
 }
 
 type attribute struct {
@@ -43,26 +43,34 @@ type attribute struct {
 	value any
 }
 
-// Get returns the attribute stored under key for this request.
-func (e *Endpoint) Get(key DataKey) (any, bool) {
-	for i := range e.attrs {
-		if e.attrs[i].key == key {
-			return e.attrs[i].value, true
+// attributes is a small key-value store; a linear scan beats a map for the
+// handful of keys a request carries.
+type attributes []attribute
+
+func (a attributes) get(key DataKey) (any, bool) {
+	for i := range a {
+		if a[i].key == key {
+			return a[i].value, true
 		}
 	}
 	return nil, false
 }
 
-// Put stores an attribute for this request, replacing any earlier value.
-func (e *Endpoint) Put(key DataKey, v any) {
-	for i := range e.attrs {
-		if e.attrs[i].key == key {
-			e.attrs[i].value = v
+func (a *attributes) put(key DataKey, v any) {
+	for i := range *a {
+		if (*a)[i].key == key {
+			(*a)[i].value = v
 			return
 		}
 	}
-	e.attrs = append(e.attrs, attribute{key, v})
+	*a = append(*a, attribute{key, v})
 }
+
+// Get returns the attribute stored under key for this request.
+func (e *Endpoint) Get(key DataKey) (any, bool) { return e.attrs.get(key) }
+
+// Put stores an attribute for this request, replacing any earlier value.
+func (e *Endpoint) Put(key DataKey, v any) { e.attrs.put(key, v) }
 
 // DataKey names a piece of produced data: "<dataType>/<producerName>"
 // (spec §1.3 step 6).
@@ -152,30 +160,15 @@ type Request struct {
 	// spec §5.1).
 	Tokenized *TokenizedRequest
 
-	attrs []attribute
+	attrs attributes
 }
 
 // Get returns request-scoped data stored under key.
-func (r *Request) Get(key DataKey) (any, bool) {
-	for i := range r.attrs {
-		if r.attrs[i].key == key {
-			return r.attrs[i].value, true
-		}
-	}
-	return nil, false
-}
+func (r *Request) Get(key DataKey) (any, bool) { return r.attrs.get(key) }
 
 // Put stores request-scoped data (e.g. a producer's state between Produce
 // and PreRequest).
-func (r *Request) Put(key DataKey, v any) {
-	for i := range r.attrs {
-		if r.attrs[i].key == key {
-			r.attrs[i].value = v
-			return
-		}
-	}
-	r.attrs = append(r.attrs, attribute{key, v})
-}
+func (r *Request) Put(key DataKey, v any) { r.attrs.put(key, v) }
 
 // TokenizedRequest is the token producer's output (spec §5.1–5.2).
 type TokenizedRequest struct {
