@@ -16,6 +16,10 @@ func newRootCmd() *cobra.Command {
 		Version:       version,
 	}
 	// Verbs, one file each.
-	root.AddCommand()
+	root.AddCommand(
+		newRunCmd(),
+		newEPPCmd(),
+		newTraceCmd(),
+	)
 	return root
 }

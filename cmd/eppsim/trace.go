@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eppsim/eppsim/traces"
+	"github.com/eppsim/eppsim/workload"
+)
+
+// traceReadFlags are the options for reading a trace, shared by the trace
+// subcommands.
+type traceReadFlags struct {
+	format        string
+	mode          string
+	seed          int64
+	skipInvalid   bool
+	traceBlock    int
+	bytesPerToken float64
+	model         string
+	systemPrompt  int
+	timeScale     float64
+	rate          float64
+}
+
+func (f *traceReadFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.format, "format", "auto", "trace format: auto, mooncake, alibaba, openai-jsonl, sharegpt, azure-csv")
+	fl.StringVar(&f.mode, "mode", "default", "replay mode: default, open-loop, closed-loop")
+	fl.Int64Var(&f.seed, "seed", 1, "seed for synthesized text, tokens, arrivals and think times")
+	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip (and count) malformed lines instead of failing")
+	fl.IntVar(&f.traceBlock, "trace-block-size", 0, "tokens per hash id of hash-id traces (0: Mooncake 512, Alibaba 16)")
+	fl.Float64Var(&f.bytesPerToken, "bytes-per-token", workload.DefaultBytesPerToken, "text density of synthesized prompts")
+	fl.StringVar(&f.model, "model", "", "model name for bodies eppsim builds (default "+workload.DefaultModel+")")
+	fl.IntVar(&f.systemPrompt, "system-prompt-tokens", 0, "Azure traces: shared system prompt length in tokens")
+	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace times by this factor (0.5 = twice as fast)")
+	fl.Float64Var(&f.rate, "rate", 0, "rescale a timestamped trace to this many requests/s; session rate for untimestamped traces")
+}
+
+func (f *traceReadFlags) options() (workload.Options, error) {
+	var o workload.Options
+	fm, err := workload.ParseFormat(f.format)
+	if err != nil {
+		return o, withExitCode(2, err)
+	}
+	m, err := workload.ParseMode(f.mode)
+	if err != nil {
+		return o, withExitCode(2, err)
+	}
+	o.Format, o.Mode, o.Seed, o.SkipInvalid = fm, m, f.seed, f.skipInvalid
+	o.BlockSize, o.BytesPerToken, o.Model = f.traceBlock, f.bytesPerToken, f.model
+	o.SystemPromptTokens, o.TimeScale, o.Rate = f.systemPrompt, f.timeScale, f.rate
+	return o, nil
+}
+
+// traceOpen opens a trace file or builtin:NAME. Every failure here is about
+// the input (missing file, unknown format or workload, bad options): exit 2.
+func traceOpen(path string, o workload.Options) (*workload.Stream, error) {
+	s, err := workload.Open(path, o)
+	if err != nil {
+		return nil, withExitCode(2, err)
+	}
+	return s, nil
+}
+
+// traceReadErr classifies an error met while reading a trace.
+func traceReadErr(err error) error {
+	if workload.IsInputError(err) {
+		return withExitCode(2, err)
+	}
+	return err
+}
+
+// traceReportSkipped tells the user about skipped invalid lines.
+func traceReportSkipped(w io.Writer, s *workload.Stream) {
+	if n := s.EmptyRecords(); n > 0 {
+		fmt.Fprintf(w, "eppsim: %d record(s) of %s had no turn to replay (no human message)\n", n, s.Name())
+	}
+	if s.Skipped() == 0 {
+		return
+	}
+	fmt.Fprintf(w, "eppsim: skipped %d invalid record(s) of %s:\n", s.Skipped(), s.Name())
+	for _, e := range s.SkippedErrors() {
+		fmt.Fprintf(w, "  %v\n", e)
+	}
+	if s.Skipped() > len(s.SkippedErrors()) {
+		fmt.Fprintf(w, "  ... and %d more\n", s.Skipped()-len(s.SkippedErrors()))
+	}
+}
+
+func newTraceCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "trace",
+		Short: "Inspect, synthesize and convert workload traces",
+		Long: `trace works on the workloads eppsim replays: Mooncake and Alibaba hash-id JSONL,
+OpenAI request JSONL, ShareGPT JSON, Azure LLM inference CSV, and the built-in synthesized
+workloads (builtin:` + strings.Join(traces.Names(), ", builtin:") + `). See docs/workloads.md.`,
+	}
+	cmd.AddCommand(newTraceInspectCmd(), newTraceSynthCmd(), newTraceConvertCmd())
+	return cmd
+}
+
+func newTraceInspectCmd() *cobra.Command {
+	var rf traceReadFlags
+	var jsonOut bool
+	var blockSize int
+	cmd := &cobra.Command{
+		Use:   "inspect FILE",
+		Short: "Print a trace's size, timing, lengths and prefix-reuse statistics",
+		Long: `inspect reads a trace (or builtin:NAME) and prints the format, request and session
+counts, duration and rate, input/output length percentiles (nearest rank), the share of
+repeated blocks and the infinite-cache token hit ratio: per request, the longest prefix of its
+--block-size-token block chain already seen, capped at floor((n-1)/bs)*bs tokens (vLLM always
+recomputes the last prompt token), summed over requests and divided by all prompt tokens.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if blockSize <= 0 {
+				return withExitCode(2, fmt.Errorf("--block-size %d: must be > 0", blockSize))
+			}
+			o, err := rf.options()
+			if err != nil {
+				return err
+			}
+			o.NoTokens = true // hash-id and Azure traces are analysed per block
+			s, err := traceOpen(args[0], o)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			sum, err := workload.Inspect(s, blockSize)
+			if err != nil {
+				return traceReadErr(err)
+			}
+			traceReportSkipped(cmd.ErrOrStderr(), s)
+			if jsonOut {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(sum)
+			}
+			tracePrintSummary(cmd.OutOrStdout(), sum)
+			return nil
+		},
+	}
+	rf.register(cmd)
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the summary as JSON")
+	cmd.Flags().IntVar(&blockSize, "block-size", 16, "engine block size (tokens) for the hit-ratio analysis")
+	return cmd
+}
+
+func tracePrintSummary(w io.Writer, s *workload.Summary) {
+	pct := func(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+	lengths := func(l workload.Lengths) string {
+		return fmt.Sprintf("mean %.0f  p50 %d  p90 %d  p99 %d  max %d", l.Mean, l.P50, l.P90, l.P99, l.Max)
+	}
+	fmt.Fprintf(w, "trace:           %s\n", s.Source)
+	fmt.Fprintf(w, "format:          %s (%s)\n", s.Format, s.Mode)
+	fmt.Fprintf(w, "requests:        %d", s.Requests)
+	if s.Skipped > 0 {
+		fmt.Fprintf(w, " (%d invalid records skipped)", s.Skipped)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "sessions:        %d (%d continuations, up to %d turns)\n", s.Sessions, s.Continuations, s.MaxTurns)
+	dur := time.Duration(s.DurationSec * float64(time.Second))
+	if dur >= time.Minute {
+		dur = dur.Round(time.Second)
+	} else {
+		dur = dur.Round(time.Millisecond)
+	}
+	fmt.Fprintf(w, "duration:        %v (%.2f req/s)\n", dur, s.RatePerSec)
+	fmt.Fprintf(w, "input tokens:    %s\n", lengths(s.Input))
+	fmt.Fprintf(w, "output tokens:   %s\n", lengths(s.Output))
+	if s.TraceBlocks > 0 {
+		fmt.Fprintf(w, "trace blocks:    %d of %d tokens, %d distinct; %s repeat an earlier one\n",
+			s.TraceBlocks, s.TraceBlockSize, s.DistinctTraceBlocks, pct(s.RepeatedTraceBlocks))
+	}
+	fmt.Fprintf(w, "%d-token blocks: %d full prompt blocks; %s already cached when they arrive\n", s.BlockSize, s.Blocks, pct(s.RepeatedBlocks))
+	note := ""
+	if s.OutputBlocksInserted {
+		note = ", decode blocks cached"
+	}
+	fmt.Fprintf(w, "infinite-cache hit ratio: %s (%d of %d prompt tokens; %d-token blocks, num_tokens-1 rule%s)\n",
+		pct(s.HitRatio), s.HitTokens, s.PromptTokens, s.BlockSize, note)
+}
+
+func newTraceSynthCmd() *cobra.Command {
+	var preset, specFile, out, mode, model string
+	var sessions int
+	var seed int64
+	var rate float64
+	cmd := &cobra.Command{
+		Use:   "synth --out FILE",
+		Short: "Synthesize multi-turn chat traffic as OpenAI JSONL",
+		Long: `synth generates a workload from a preset (` + strings.Join(traces.Names(), ", ") + `) or a YAML
+spec (--spec; it may start from a preset with "base: NAME") and writes it as OpenAI batch JSONL
+with eppsim's replay fields (x_arrival_ms, x_session_id, x_turn, x_output_tokens,
+x_output_text, x_think_ms). Reading the file back gives the same requests.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return withExitCode(2, errors.New("--out is required (use - for stdout)"))
+			}
+			var spec *workload.Spec
+			var err error
+			if specFile != "" {
+				data, rerr := os.ReadFile(specFile)
+				if rerr != nil {
+					return withExitCode(2, rerr)
+				}
+				spec, err = workload.ParseSpec(data)
+				if err != nil {
+					err = fmt.Errorf("%s: %w", specFile, err)
+				}
+			} else {
+				spec, err = workload.PresetSpec(preset)
+			}
+			if err != nil {
+				return withExitCode(2, err)
+			}
+			if sessions != 0 {
+				spec.Sessions = sessions
+			}
+			m, err := workload.ParseMode(mode)
+			if err != nil {
+				return withExitCode(2, err)
+			}
+			s, err := workload.NewSynthesizer(spec, rand.New(rand.NewPCG(uint64(seed), 0x73796e7468)),
+				workload.Options{Seed: seed, Mode: m, Rate: rate, Model: model})
+			if err != nil {
+				return withExitCode(2, err)
+			}
+			n, err := traceWriteJSONL(cmd.OutOrStdout(), out, s)
+			if err != nil {
+				return traceReadErr(err)
+			}
+			if out != "-" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "eppsim: wrote %d requests to %s\n", n, out)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&preset, "preset", "chat", "built-in spec: "+strings.Join(traces.Names(), ", "))
+	fl.StringVar(&specFile, "spec", "", "YAML spec file (overrides --preset)")
+	fl.IntVar(&sessions, "sessions", 0, "number of sessions (0: the spec's)")
+	fl.Int64Var(&seed, "seed", 1, "random seed; the same seed gives the same bytes")
+	fl.Float64Var(&rate, "rate", 0, "session arrival rate per second (0: the spec's)")
+	fl.StringVar(&mode, "mode", "closed-loop", "closed-loop writes x_think_ms for later turns; open-loop does not")
+	fl.StringVar(&model, "model", "", "model name (default: the spec's)")
+	fl.StringVarP(&out, "out", "o", "", "output file (written to a temporary file, then renamed); - for stdout")
+	return cmd
+}
+
+func newTraceConvertCmd() *cobra.Command {
+	var rf traceReadFlags
+	var to, out string
+	cmd := &cobra.Command{
+		Use:   "convert --to openai-jsonl IN --out FILE",
+		Short: "Convert any supported trace to OpenAI JSONL with replay fields",
+		Long: `convert reads a trace in any supported format (or builtin:NAME) and writes every request
+as an OpenAI batch JSONL line: the body eppsim sends (for hash-id and Azure traces a completions
+request with the synthesized prompt text), plus x_arrival_ms, x_session_id, x_turn,
+x_output_tokens, x_output_text (when known) and x_think_ms (closed-loop turns).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to != "openai-jsonl" && to != "openai" {
+				return withExitCode(2, fmt.Errorf("--to %q: only openai-jsonl is supported", to))
+			}
+			if out == "" {
+				return withExitCode(2, errors.New("--out is required (use - for stdout)"))
+			}
+			o, err := rf.options()
+			if err != nil {
+				return err
+			}
+			s, err := traceOpen(args[0], o)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			n, err := traceWriteJSONL(cmd.OutOrStdout(), out, s)
+			if err != nil {
+				return traceReadErr(err)
+			}
+			traceReportSkipped(cmd.ErrOrStderr(), s)
+			if out != "-" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "eppsim: wrote %d requests to %s\n", n, out)
+			}
+			return nil
+		},
+	}
+	rf.register(cmd)
+	cmd.Flags().StringVar(&to, "to", "openai-jsonl", "output format (openai-jsonl)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (written to a temporary file, then renamed); - for stdout")
+	return cmd
+}
+
+// traceWriteJSONL streams src as OpenAI JSONL to path ("-": stdout) through
+// a temporary file renamed into place, so that an interrupted run leaves no
+// half-written output.
+func traceWriteJSONL(stdout io.Writer, path string, src workload.Source) (int, error) {
+	write := func(w io.Writer) (int, error) {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		n := 0
+		for {
+			r, err := src.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return n, err
+			}
+			if err := workload.WriteOpenAI(bw, r); err != nil {
+				return n, err
+			}
+			n++
+		}
+		return n, bw.Flush()
+	}
+	if path == "-" {
+		return write(stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return 0, withExitCode(2, err)
+	}
+	n, err := write(tmp)
+	if err == nil {
+		err = tmp.Chmod(0o644) // CreateTemp makes 0600 files
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return n, err
+	}
+	return n, nil
+}

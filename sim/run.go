@@ -1,0 +1,541 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/workload"
+)
+
+// ReplicaSpec describes one replica of the fleet.
+type ReplicaSpec struct {
+	// Name is the pod's "namespace/name"; Address its "ip:port".
+	Name    string
+	Address string
+	Labels  map[string]string
+	Preset  replica.Preset
+}
+
+// Options are the environment of a run.
+type Options struct {
+	// Seed drives every random choice of the run (EPP tie-breaks, ...).
+	Seed uint64
+	// ScrapeInterval is the EPP's metrics refresh period
+	// (--refresh-metrics-interval, default 50 ms, spec epp.md §7.1).
+	ScrapeInterval int64
+	// KVEventLag delays the delivery of replica KV events to the EPP.
+	KVEventLag int64
+	// EPPLatency and NetworkLatency delay a routed request's arrival at its
+	// replica (and so its TTFT).
+	EPPLatency     int64
+	NetworkLatency int64
+	// MaxRequests stops reading the workload after this many requests
+	// (0 = all). Duration stops it at this simulated arrival time (0 = none).
+	// Requests already injected always run to completion.
+	MaxRequests int
+	Duration    int64
+	// Warmup marks requests arriving before it as warm-up in their records.
+	Warmup int64
+	// OnRecord receives each request's record when it is final.
+	OnRecord func(*Record)
+}
+
+// Outcome is how a request ended.
+type Outcome string
+
+// Outcomes.
+const (
+	Completed Outcome = "completed"
+	Rejected  Outcome = "rejected"
+)
+
+// Record is one request's result.
+type Record struct {
+	ID           int64
+	Session      string
+	Turn         int
+	Arrival      int64 // when the request reached the EPP (ns)
+	Replica      int   // index into the fleet; -1 if not routed
+	PromptTokens int
+	OutputTokens int
+	// CachedTokens is the true reuse on the chosen replica
+	// (num_cached_tokens at first scheduling).
+	CachedTokens int
+	// OracleCachedTokens is the largest cached prefix over all replicas at
+	// routing time (lag-free).
+	OracleCachedTokens int
+	// Predicted is the approximate prefix producer's match/total on the
+	// chosen replica at routing time; HasPredicted is false when no approx
+	// producer is configured. PredictedPrecise likewise for KV events.
+	Predicted        float64
+	HasPredicted     bool
+	PredictedPrecise float64
+	HasPrecise       bool
+	// Tied is true when the pick shared the top score.
+	Tied bool
+	// Times (ns): TTFT and E2E from Arrival; Queue from replica arrival to
+	// first scheduling. Each includes the non-blocking ingest delay where
+	// it applies.
+	TTFT, E2E, Queue int64
+	FirstToken       int64
+	Completion       int64
+	Preemptions      int
+	Outcome          Outcome
+	Reason           string
+	Warmup           bool
+}
+
+// Result summarises a run.
+type Result struct {
+	Injected  int
+	Completed int
+	Rejected  int
+	InFlight  int
+	Events    uint64
+	SimTime   int64
+	Replicas  []ReplicaResult
+}
+
+// ReplicaResult is one replica's end-of-run state.
+type ReplicaResult struct {
+	Name      string
+	Stats     replica.Stats
+	Evictions int64
+}
+
+// event kinds, in the top byte of the event arg.
+const (
+	evArrival uint64 = iota + 1
+	evDeliver
+	evStepEnd
+	evScrape
+	evKV
+	evRelease
+)
+
+const kindShift = 56
+
+func arg(kind uint64, idx int) uint64 { return kind<<kindShift | uint64(idx) }
+
+type flight struct {
+	wr      *workload.Request
+	er      *epp.Request
+	res     *epp.Result
+	rr      *replica.Request
+	rec     Record
+	replica int
+}
+
+type kvBatch struct {
+	replica int
+	batch   []epp.KVEvent
+}
+
+type fleetReplica struct {
+	spec   ReplicaSpec
+	eng    *replica.Engine
+	ingest int64
+	perTok int64
+	inStep bool
+	run    *runner
+	idx    int
+}
+
+// KVEvents forwards an engine's events to the EPP after the delivery lag.
+func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
+	out := make([]epp.KVEvent, len(batch))
+	for i, ev := range batch {
+		out[i] = epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
+			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize}
+	}
+	r := f.run
+	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})
+	r.loop.At(now+r.opts.KVEventLag, r, arg(evKV, slot))
+}
+
+type runner struct {
+	loop     Loop
+	opts     Options
+	router   *epp.Router
+	src      workload.Source
+	fleet    []*fleetReplica
+	byName   map[string]int
+	hashEng  *replica.Engine
+	approx   []epp.DataKey
+	precise  []epp.DataKey
+	flights  []*flight
+	freeF    []int
+	slotByID map[int64]int // in-flight request id -> flights index
+	kv       []kvBatch
+	freeKV   []int
+	next     *workload.Request
+	srcDone  bool
+	injected int
+	parked   map[int64]*workload.Request // closed-loop turns waiting for Prev
+	doneAt   map[int64]int64             // completion time of requests a later turn may follow
+	res      Result
+	err      error
+}
+
+// Run simulates the workload on the fleet behind router. The router must be
+// freshly assembled; Run registers the fleet's endpoints with it.
+func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Options) (*Result, error) {
+	if len(fleet) == 0 {
+		return nil, errors.New("sim: empty fleet")
+	}
+	if opts.ScrapeInterval <= 0 {
+		opts.ScrapeInterval = 50_000_000
+	}
+	r := &runner{opts: opts, router: router, src: src, byName: map[string]int{},
+		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{}}
+	kvEvents := len(router.KVConsumers) > 0
+	for i, spec := range fleet {
+		cfg := spec.Preset.Engine
+		cfg.HashSeed = opts.Seed // one PYTHONHASHSEED for the fleet
+		cfg.KVEvents = kvEvents
+		model, err := spec.Preset.Model()
+		if err != nil {
+			return nil, fmt.Errorf("sim: replica %s: %w", spec.Name, err)
+		}
+		eng, err := replica.NewEngine(cfg, model)
+		if err != nil {
+			return nil, fmt.Errorf("sim: replica %s: %w", spec.Name, err)
+		}
+		if i > 0 && cfg.BlockSize != r.fleet[0].eng.Config().BlockSize {
+			return nil, fmt.Errorf("sim: replica %s: block size %d differs from the fleet's %d", spec.Name, cfg.BlockSize, r.fleet[0].eng.Config().BlockSize)
+		}
+		fr := &fleetReplica{spec: spec, eng: eng, run: r, idx: i,
+			ingest: int64(spec.Preset.IngestUs * 1e3), perTok: int64(spec.Preset.PerOutputTokenUs * 1e3)}
+		if kvEvents {
+			eng.Subscribe(fr)
+		}
+		if _, dup := r.byName[spec.Name]; dup {
+			return nil, fmt.Errorf("sim: duplicate replica name %q", spec.Name)
+		}
+		r.byName[spec.Name] = i
+		r.fleet = append(r.fleet, fr)
+		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: spec.Labels})
+	}
+	r.hashEng = r.fleet[0].eng
+	for _, p := range router.Producers {
+		for _, k := range p.Produces() {
+			if k.Type != epp.PrefixCacheMatchInfoType {
+				continue
+			}
+			switch p.Type() {
+			case epp.ApproxPrefixProducer:
+				r.approx = append(r.approx, k)
+			case epp.PrecisePrefixProducer:
+				r.precise = append(r.precise, k)
+			}
+		}
+	}
+	// The first scrape precedes the first arrival (same instant, scheduled
+	// first) so the EPP knows cache_config_info from the start.
+	r.loop.At(0, r, arg(evScrape, 0))
+	r.pull()
+	r.loop.Run(-1)
+	if r.err != nil {
+		return nil, r.err
+	}
+	r.res.Events = r.loop.Fired()
+	r.res.SimTime = r.loop.Now()
+	r.res.InFlight = len(r.slotByID)
+	for _, fr := range r.fleet {
+		r.res.Replicas = append(r.res.Replicas, ReplicaResult{Name: fr.spec.Name, Stats: fr.eng.Stats(), Evictions: fr.eng.Pool().Evictions()})
+	}
+	return &r.res, nil
+}
+
+// pull reads the next request and schedules its arrival.
+func (r *runner) pull() {
+	if r.srcDone {
+		return
+	}
+	if r.opts.MaxRequests > 0 && r.injected >= r.opts.MaxRequests {
+		r.srcDone = true
+		return
+	}
+	wr, err := r.src.Next()
+	if err == io.EOF {
+		r.srcDone = true
+		return
+	}
+	if err != nil {
+		r.fail(fmt.Errorf("sim: reading workload: %w", err))
+		return
+	}
+	if r.opts.Duration > 0 && wr.Arrival > r.opts.Duration {
+		r.srcDone = true
+		return
+	}
+	r.injected++
+	r.res.Injected++
+	r.next = wr
+	r.loop.At(max(wr.Arrival, r.loop.Now()), r, arg(evArrival, 0))
+}
+
+func (r *runner) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.loop.Halt()
+}
+
+// Fire dispatches the run's events.
+func (r *runner) Fire(now int64, a uint64) {
+	idx := int(a & (1<<kindShift - 1))
+	switch a >> kindShift {
+	case evArrival:
+		wr := r.next
+		r.next = nil
+		r.arrive(now, wr)
+		r.pull()
+	case evRelease:
+		wr := r.parked[int64(idx)]
+		delete(r.parked, int64(idx))
+		r.route(now, wr)
+	case evDeliver:
+		r.deliver(now, idx)
+	case evStepEnd:
+		r.stepEnd(now, idx)
+	case evScrape:
+		r.scrape(now)
+	case evKV:
+		b := r.kv[idx]
+		r.kv[idx] = kvBatch{}
+		r.freeKV = append(r.freeKV, idx)
+		r.router.HandleKVEvents(&epp.Cycle{Now: now}, r.fleet[b.replica].spec.Address, b.batch)
+	}
+}
+
+// arrive handles a request read from the workload: open-loop requests are
+// routed now; a closed-loop turn waits for its previous turn (workload
+// ordering contract: its release is never before its Arrival).
+func (r *runner) arrive(now int64, wr *workload.Request) {
+	if !wr.AfterPrevious || wr.Prev < 0 {
+		r.route(now, wr)
+		return
+	}
+	if done, ok := r.doneAt[wr.Prev]; ok {
+		delete(r.doneAt, wr.Prev)
+		r.release(max(now, done+wr.ThinkTime), wr)
+		return
+	}
+	if r.inFlight(wr.Prev) {
+		r.parked[wr.Prev] = wr
+		return
+	}
+	// The previous turn was rejected or never injected: release at the
+	// trace arrival.
+	r.route(now, wr)
+}
+
+func (r *runner) release(at int64, wr *workload.Request) {
+	r.parked[wr.Prev] = wr
+	r.loop.At(at, r, arg(evRelease, int(wr.Prev)))
+}
+
+func (r *runner) inFlight(id int64) bool {
+	_, ok := r.slotByID[id]
+	return ok
+}
+
+func (r *runner) newFlight(f *flight) int {
+	i := len(r.flights)
+	if n := len(r.freeF); n > 0 {
+		i = r.freeF[n-1]
+		r.freeF = r.freeF[:n-1]
+		r.flights[i] = f
+	} else {
+		r.flights = append(r.flights, f)
+	}
+	r.slotByID[f.wr.ID] = i
+	return i
+}
+
+// dropFlight releases a flight's slot.
+func (r *runner) dropFlight(slot int) {
+	delete(r.slotByID, r.flights[slot].wr.ID)
+	r.flights[slot] = nil
+	r.freeF = append(r.freeF, slot)
+}
+
+func (r *runner) kvSlot(b kvBatch) int {
+	if n := len(r.freeKV); n > 0 {
+		i := r.freeKV[n-1]
+		r.freeKV = r.freeKV[:n-1]
+		r.kv[i] = b
+		return i
+	}
+	r.kv = append(r.kv, b)
+	return len(r.kv) - 1
+}
+
+// route runs the EPP on a request and sends it towards its replica.
+func (r *runner) route(now int64, wr *workload.Request) {
+	f := &flight{wr: wr, replica: -1}
+	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Arrival: now, Replica: -1,
+		PromptTokens: wr.PromptLen, OutputTokens: wr.OutputTokens, Warmup: now < r.opts.Warmup}
+	headers := map[string]string{}
+	if wr.Session != "" {
+		// eppsim's clients send the session id the way session-affinity
+		// (session_id strategy) expects it by default.
+		headers["x-session-id"] = wr.Session
+	}
+	f.er = &epp.Request{ID: strconv.FormatInt(wr.ID, 10), TargetModel: wr.Model, Headers: headers, Path: wr.Endpoint,
+		Body: wr.Body, ServerPromptTokens: wr.PromptTokens}
+	hashes := r.hashEng.ChainHashes(wr.PromptTokens, wr.CacheSalt)
+	for _, fr := range r.fleet {
+		f.rec.OracleCachedTokens = max(f.rec.OracleCachedTokens, fr.eng.CachedPrefixTokens(hashes, len(wr.PromptTokens)))
+	}
+	res, err := r.router.Schedule(&epp.Cycle{Now: now}, f.er)
+	if err != nil {
+		f.rec.Outcome, f.rec.Reason = Rejected, err.Error()
+		r.finish(f)
+		return
+	}
+	target := res.Target()
+	idx, ok := r.byName[target.Name]
+	if !ok {
+		r.fail(fmt.Errorf("sim: EPP routed request %d to unknown endpoint %q", wr.ID, target.Name))
+		return
+	}
+	f.res, f.replica, f.rec.Replica = res, idx, idx
+	if pr := res.Profiles[res.PrimaryProfile]; pr != nil && pr.Trace != nil {
+		f.rec.Tied = pr.Trace.Tied
+	}
+	f.rec.Predicted, f.rec.HasPredicted = matchFraction(target, r.approx)
+	f.rec.PredictedPrecise, f.rec.HasPrecise = matchFraction(target, r.precise)
+	f.rr = &replica.Request{ID: wr.ID, Prompt: wr.PromptTokens, OutputLen: max(wr.OutputTokens, 1), Output: wr.OutputTokenIDs,
+		CacheSalt: wr.CacheSalt, PromptHashes: hashes}
+	slot := r.newFlight(f)
+	r.loop.At(now+r.opts.EPPLatency+r.opts.NetworkLatency, r, arg(evDeliver, slot))
+}
+
+func matchFraction(e *epp.Endpoint, keys []epp.DataKey) (float64, bool) {
+	for _, k := range keys {
+		v, ok := e.Get(k)
+		if !ok {
+			continue
+		}
+		m, ok := v.(epp.PrefixCacheMatchInfo)
+		if !ok || m.TotalBlocks == 0 {
+			return 0, true
+		}
+		return float64(m.MatchBlocks) / float64(m.TotalBlocks), true
+	}
+	return 0, false
+}
+
+// deliver hands a routed request to its replica.
+func (r *runner) deliver(now int64, slot int) {
+	f := r.flights[slot]
+	fr := r.fleet[f.replica]
+	if err := fr.eng.Add(f.rr, now); err != nil {
+		r.dropFlight(slot)
+		f.rec.Outcome, f.rec.Reason = Rejected, err.Error()
+		r.router.ResponseComplete(&epp.Cycle{Now: now}, f.er, f.res)
+		r.finish(f)
+		return
+	}
+	r.kick(now, f.replica)
+}
+
+// kick starts a step on an idle replica.
+func (r *runner) kick(now int64, i int) {
+	fr := r.fleet[i]
+	if fr.inStep {
+		return
+	}
+	d, ok := fr.eng.BeginStep(now)
+	if !ok {
+		return
+	}
+	fr.inStep = true
+	r.loop.At(now+d, r, arg(evStepEnd, i))
+}
+
+func (r *runner) stepEnd(now int64, i int) {
+	fr := r.fleet[i]
+	fr.inStep = false
+	out := fr.eng.EndStep(now)
+	c := &epp.Cycle{Now: now}
+	for _, rr := range out.FirstTokens {
+		f := r.flights[r.slotByID[rr.ID]]
+		r.router.ResponseFirstChunk(c, f.er, f.res)
+	}
+	for _, rr := range out.Finished {
+		slot := r.slotByID[rr.ID]
+		f := r.flights[slot]
+		r.dropFlight(slot)
+		r.router.ResponseComplete(c, f.er, f.res)
+		rec := &f.rec
+		rec.Outcome = Completed
+		rec.CachedTokens = rr.NumCachedTokens
+		rec.Preemptions = len(rr.Preemptions)
+		rec.FirstToken = rr.FirstToken + fr.ingest
+		rec.Completion = rr.Completed + fr.ingest + fr.perTok*int64(rr.OutputLen)
+		rec.TTFT = rec.FirstToken - rec.Arrival
+		rec.E2E = rec.Completion - rec.Arrival
+		rec.Queue = rr.FirstScheduled - rr.Arrived
+		r.finish(f)
+		if f.wr.Session != "" {
+			if next, ok := r.parked[f.wr.ID]; ok {
+				r.release(max(now, rec.Completion+next.ThinkTime), next)
+			} else {
+				r.doneAt[f.wr.ID] = rec.Completion
+			}
+		}
+	}
+	r.kick(now, i)
+}
+
+func (r *runner) finish(f *flight) {
+	switch f.rec.Outcome {
+	case Completed:
+		r.res.Completed++
+	case Rejected:
+		r.res.Rejected++
+		if f.wr.Session != "" {
+			if next, ok := r.parked[f.wr.ID]; ok {
+				r.release(r.loop.Now(), next)
+			}
+		}
+	}
+	if r.opts.OnRecord != nil {
+		r.opts.OnRecord(&f.rec)
+	}
+}
+
+// scrape copies every replica's gauges into the EPP (spec epp.md §7.1) and
+// re-arms itself while there is anything left to happen.
+func (r *runner) scrape(now int64) {
+	for _, fr := range r.fleet {
+		g := fr.eng.Gauges()
+		_ = r.router.UpdateMetrics(fr.spec.Name, epp.Metrics{
+			WaitingQueueSize: g.NumRequestsWaiting, RunningRequestsSize: g.NumRequestsRunning,
+			KVCacheUsagePercent: g.KVCacheUsagePerc, CacheBlockSize: g.BlockSize, CacheNumBlocks: g.NumGPUBlocks,
+			UpdateTime: now,
+		})
+	}
+	if r.active() {
+		r.loop.At(now+r.opts.ScrapeInterval, r, arg(evScrape, 0))
+	}
+}
+
+func (r *runner) active() bool {
+	if !r.srcDone || r.next != nil || len(r.parked) > 0 {
+		return true
+	}
+	for _, fr := range r.fleet {
+		if fr.inStep || fr.eng.Busy() {
+			return true
+		}
+	}
+	return len(r.slotByID) > 0
+}

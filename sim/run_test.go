@@ -1,0 +1,178 @@
+package sim
+
+import (
+	"io"
+	"reflect"
+	"testing"
+
+	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/workload"
+)
+
+// sliceSource replays a fixed list of requests.
+type sliceSource struct{ reqs []*workload.Request }
+
+func (s *sliceSource) Next() (*workload.Request, error) {
+	if len(s.reqs) == 0 {
+		return nil, io.EOF
+	}
+	r := s.reqs[0]
+	s.reqs = s.reqs[1:]
+	return r, nil
+}
+
+// Test plugins: a round-robin picker and a one-profile handler, so these
+// tests exercise the run wiring independently of the EPP plugin packages.
+type rrPicker struct {
+	epp.TypedName
+	n int
+}
+
+func (p *rrPicker) Pick(_ *epp.Cycle, _ *epp.Request, scored []epp.ScoredEndpoint) []*epp.Endpoint {
+	e := scored[p.n%len(scored)].Endpoint
+	p.n++
+	return []*epp.Endpoint{e}
+}
+
+type oneProfile struct{ epp.TypedName }
+
+func (oneProfile) PickProfiles(_ *epp.Cycle, _ *epp.Request, ps []*epp.Profile, res map[string]*epp.ProfileResult) []string {
+	if len(res) > 0 {
+		return nil
+	}
+	return []string{ps[0].Name}
+}
+
+func (oneProfile) ProcessResults(_ *epp.Cycle, _ *epp.Request, res map[string]*epp.ProfileResult) (*epp.Result, error) {
+	return &epp.Result{PrimaryProfile: "default", Profiles: res}, nil
+}
+
+func testRouter() *epp.Router {
+	return &epp.Router{
+		Profiles: []*epp.Profile{{Name: "default", Picker: &rrPicker{TypedName: epp.TypedName{PluginType: "rr", PluginName: "rr"}}}},
+		Handler:  oneProfile{},
+	}
+}
+
+func testFleet(t *testing.T, n, blocks int) []ReplicaSpec {
+	t.Helper()
+	p, err := replica.LookupPreset("llama-3.1-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Engine.NumGPUBlocks = blocks
+	p.Engine.CheckInvariants = true
+	var out []ReplicaSpec
+	for i := range n {
+		out = append(out, ReplicaSpec{Name: "default/r" + string(rune('0'+i)), Address: "10.0.0." + string(rune('1'+i)) + ":8000", Preset: p})
+	}
+	return out
+}
+
+func tokens(start, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(start + i)
+	}
+	return out
+}
+
+func req(id int64, at int64, prompt []uint32, out int) *workload.Request {
+	return &workload.Request{ID: id, Prev: -1, Arrival: at, Model: "m", PromptTokens: prompt, PromptLen: len(prompt), OutputTokens: out}
+}
+
+func run(t *testing.T, reqs []*workload.Request, fleet []ReplicaSpec, opts Options) ([]Record, *Result) {
+	t.Helper()
+	var recs []Record
+	opts.OnRecord = func(r *Record) { recs = append(recs, *r) }
+	res, err := Run(&sliceSource{reqs: reqs}, testRouter(), fleet, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs, res
+}
+
+const second = int64(1e9)
+
+func TestRunIdenticalPromptsReuse(t *testing.T) {
+	// One replica: the second identical 1,024-token prompt reuses
+	// floor(1023/16)*16 = 1,008 tokens (vllm-engine.md A.2).
+	p := tokens(0, 1024)
+	recs, res := run(t, []*workload.Request{req(0, 0, p, 10), req(1, 10*second, p, 10)}, testFleet(t, 1, 2000), Options{})
+	if res.Completed != 2 || res.Injected != 2 || len(recs) != 2 {
+		t.Fatalf("result %+v records %d", res, len(recs))
+	}
+	if recs[1].CachedTokens != 1008 || recs[1].OracleCachedTokens != 1008 || recs[0].CachedTokens != 0 {
+		t.Fatalf("cached %d/%d oracle %d", recs[0].CachedTokens, recs[1].CachedTokens, recs[1].OracleCachedTokens)
+	}
+	// An extension by one 512-token block reuses exactly the earlier
+	// prompt's full blocks (1,024 tokens).
+	recs, _ = run(t, []*workload.Request{req(0, 0, p, 10), req(1, 10*second, tokens(0, 1536), 10)}, testFleet(t, 1, 2000), Options{})
+	if recs[1].CachedTokens != 1024 {
+		t.Fatalf("extension reused %d, want 1024", recs[1].CachedTokens)
+	}
+}
+
+func TestRunRoundRobinRegret(t *testing.T) {
+	// Round-robin sends the repeat to the other replica: true reuse 0,
+	// oracle 1,008.
+	p := tokens(0, 1024)
+	recs, _ := run(t, []*workload.Request{req(0, 0, p, 5), req(1, 5*second, p, 5)}, testFleet(t, 2, 2000), Options{})
+	if recs[0].Replica != 0 || recs[1].Replica != 1 || recs[1].CachedTokens != 0 || recs[1].OracleCachedTokens != 1008 {
+		t.Fatalf("records %+v", recs)
+	}
+}
+
+func TestRunConservationAndDeterminism(t *testing.T) {
+	reqs := func() []*workload.Request {
+		var out []*workload.Request
+		for i := range 60 {
+			prompt := append(tokens(0, 300), tokens(10000+i%7*1000, 50+i*13%400)...)
+			r := req(int64(i), int64(i)*20_000_000, prompt, 1+i*7%90)
+			if i == 59 {
+				r = req(int64(i), int64(i)*20_000_000, tokens(0, 40000), 10) // too long for the tiny cache: rejected
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	fleet := testFleet(t, 3, 300)
+	recs1, res1 := run(t, reqs(), fleet, Options{Seed: 7})
+	if res1.Completed+res1.Rejected+res1.InFlight != res1.Injected || res1.Injected != 60 || res1.Rejected != 1 || len(recs1) != 60 {
+		t.Fatalf("conservation: %+v, %d records", res1, len(recs1))
+	}
+	seen := map[int64]bool{}
+	for _, r := range recs1 {
+		if seen[r.ID] {
+			t.Fatalf("request %d recorded twice", r.ID)
+		}
+		seen[r.ID] = true
+		if r.Outcome == Completed && (r.TTFT <= 0 || r.E2E < r.TTFT || r.OracleCachedTokens < r.CachedTokens) {
+			t.Fatalf("record %+v", r)
+		}
+	}
+	recs2, res2 := run(t, reqs(), fleet, Options{Seed: 7})
+	if !reflect.DeepEqual(recs1, recs2) || res1.Events != res2.Events {
+		t.Fatal("same inputs and seed gave different records")
+	}
+}
+
+func TestRunClosedLoopRelease(t *testing.T) {
+	// Turn 1 follows turn 0 after it completes plus 2 s of think time, even
+	// though its trace arrival is earlier.
+	t0 := req(0, 0, tokens(0, 500), 20)
+	t0.Session = "s"
+	t1 := req(1, 1*second, tokens(0, 800), 20)
+	t1.Session, t1.Turn, t1.Prev, t1.AfterPrevious, t1.ThinkTime = "s", 1, 0, true, 2*second
+	recs, _ := run(t, []*workload.Request{t0, t1}, testFleet(t, 1, 2000), Options{})
+	if len(recs) != 2 {
+		t.Fatalf("%d records", len(recs))
+	}
+	if want := recs[0].Completion + 2*second; recs[1].Arrival != want {
+		t.Fatalf("turn 1 arrived at %d, want completion of turn 0 + 2s = %d", recs[1].Arrival, want)
+	}
+	if recs[1].CachedTokens != 496 {
+		t.Fatalf("turn 1 reused %d, want 496", recs[1].CachedTokens)
+	}
+}

@@ -1,0 +1,168 @@
+package workload
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// azureReader reads the Azure LLM inference CSV traces (TIMESTAMP,
+// ContextTokens, GeneratedTokens; columns found by header name). They carry
+// lengths only, so every request gets unique synthesized content (virtual
+// 512-token blocks that no other request uses), after an optional shared
+// system prompt of Options.SystemPromptTokens tokens (to emulate Mooncake's
+// universal first block). Arrival is TIMESTAMP minus the first row's.
+type azureReader struct {
+	name      string
+	cr        *csv.Reader
+	opt       *Options
+	synth     blockSynth
+	modelJSON []byte
+	colTS     int
+	colIn     int
+	colOut    int
+	ncols     int
+	first     time.Time
+	hasFirst  bool
+	last      int64
+	nextID    int64
+	line      int
+}
+
+func newAzureReader(r io.Reader, name string, o *Options) (*azureReader, error) {
+	lx, err := o.Tokenizer.Lexicon(o.BytesPerToken)
+	if err != nil {
+		return nil, err
+	}
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	a := &azureReader{
+		name: name, cr: cr, opt: o, synth: blockSynth{seed: uint64(o.Seed), lex: lx},
+		modelJSON: jsonString(o.Model), colTS: -1, colIn: -1, colOut: -1,
+	}
+	header, err := cr.Read()
+	if err != nil {
+		if err == io.EOF {
+			return nil, &InputError{File: name, Line: 1, Msg: "empty file (want a CSV header)"}
+		}
+		return nil, &InputError{File: name, Line: 1, Msg: "bad CSV header: " + err.Error(), Err: err}
+	}
+	a.ncols = len(header)
+	for i, h := range header {
+		switch strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))) {
+		case "timestamp":
+			a.colTS = i
+		case "contexttokens":
+			a.colIn = i
+		case "generatedtokens":
+			a.colOut = i
+		}
+	}
+	for _, c := range []struct {
+		col  int
+		name string
+	}{{a.colTS, "TIMESTAMP"}, {a.colIn, "ContextTokens"}, {a.colOut, "GeneratedTokens"}} {
+		if c.col < 0 {
+			return nil, &InputError{File: name, Line: 1, Field: c.name, Msg: "column missing from the header"}
+		}
+	}
+	return a, nil
+}
+
+func (a *azureReader) bad(field, format string, args ...any) error {
+	return &InputError{File: a.name, Line: a.line, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (a *azureReader) next() (*Request, error) {
+	rec, err := a.cr.Read()
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	if err != nil {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			a.line = pe.Line
+			return nil, &InputError{File: a.name, Line: pe.Line, Msg: "bad CSV: " + pe.Err.Error(), Err: err}
+		}
+		return nil, &fatalError{fmt.Errorf("%s: %w", a.name, err)}
+	}
+	a.line, _ = a.cr.FieldPos(0)
+	if len(rec) != a.ncols {
+		return nil, a.bad("", "%d fields, the header has %d", len(rec), a.ncols)
+	}
+	tsText := strings.TrimSpace(rec[a.colTS])
+	var ts time.Time
+	var ok bool
+	layouts := [...]string{
+		"2006-01-02 15:04:05.999999999",
+		"2006-01-02 15:04:05.999999999Z07:00",
+		"2006-01-02T15:04:05.999999999Z07:00",
+		"2006-01-02T15:04:05.999999999",
+	}
+	for _, layout := range layouts {
+		if t, err := time.Parse(layout, tsText); err == nil {
+			ts, ok = t, true
+			break
+		}
+	}
+	var rel int64
+	if ok {
+		if !a.hasFirst {
+			a.first, a.hasFirst = ts, true
+		}
+		rel = ts.Sub(a.first).Nanoseconds()
+	} else {
+		// Seconds since the trace start.
+		v, err := parseTime(tsText, 1e9)
+		if err != nil {
+			return nil, a.bad("TIMESTAMP", "%q is neither a date-time nor seconds", tsText)
+		}
+		rel = v
+	}
+	if rel < a.last {
+		return nil, a.bad("TIMESTAMP", "%s is before the previous row's (the trace must be sorted by time)", tsText)
+	}
+	in, err := strconv.ParseInt(strings.TrimSpace(rec[a.colIn]), 10, 64)
+	if err != nil || in <= 0 {
+		return nil, a.bad("ContextTokens", "want a positive integer, got %q", rec[a.colIn])
+	}
+	if in > int64(a.opt.MaxPromptTokens) || in > 1<<21 {
+		return nil, a.bad("ContextTokens", "%d exceeds the limit of %d tokens", in, min(a.opt.MaxPromptTokens, 1<<21))
+	}
+	out, err := strconv.ParseInt(strings.TrimSpace(rec[a.colOut]), 10, 64)
+	if err != nil || out < 0 || out > maxOutputTokens {
+		return nil, a.bad("GeneratedTokens", "want an integer in [0, %d], got %q", maxOutputTokens, rec[a.colOut])
+	}
+	if a.nextID > maxAzureRequests {
+		return nil, &fatalError{a.bad("", "more than %d rows", maxAzureRequests)}
+	}
+	a.last = rel
+	req := &Request{
+		ID: a.nextID, Prev: -1, Arrival: rel, Model: a.opt.Model, Endpoint: EndpointCompletions,
+		PromptLen: int(in), OutputTokens: int(out), Line: a.line,
+	}
+	a.nextID++
+	// Always materialized (NoTokens applies to hash-id traces only): the
+	// shared system prompt does not fit the hash-id block model.
+	req.PromptTokens, req.Body = a.prompt(req.ID, int(in), int(out))
+	return req, nil
+}
+
+// prompt synthesizes the shared system prompt (block azureSystemBlock) and
+// the request's unique content (virtual blocks azureUniqueBase + id<<12 + b).
+func (a *azureReader) prompt(id int64, in, out int) ([]uint32, []byte) {
+	toks := make([]uint32, 0, in)
+	body := a.synth.bodyStart(a.modelJSON, in)
+	sys := min(a.opt.SystemPromptTokens, in)
+	toks, body = a.synth.appendBlock(toks, body, true, azureSystemBlock, 0, sys)
+	for p := 0; p < in-sys; p += azureBlock {
+		h := uint64(azureUniqueBase) + uint64(id)<<12 + uint64(p/azureBlock)
+		toks, body = a.synth.appendBlock(toks, body, true, h, 0, min(azureBlock, in-sys-p))
+	}
+	return toks, bodyEnd(body, out)
+}

@@ -1,0 +1,114 @@
+package workload
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"strconv"
+)
+
+// Limits of hash-id synthesis. Token k of block h is keyed by
+// seed ^ h<<16 ^ k (traces.md C.7), which is injective in (h, k) for
+// h < 2^47 and k < 2^16.
+const (
+	maxHashID    = 1<<47 - 1
+	maxBlockSize = 1 << 16
+	// Azure requests get virtual block ids above every real hash id.
+	azureSystemBlock = 1 << 47
+	azureUniqueBase  = 1<<47 + 1<<16
+	azureBlock       = 512
+	maxAzureRequests = 1<<34 - 1
+)
+
+// blockSynth synthesizes the tokens and text of hash-id blocks: token k of
+// block h is Lexicon.Word(splitmix64(seed ^ h<<16 ^ k)). Equal ids at equal
+// offsets give equal tokens and words, so equal hash-id prefixes give
+// token-identical and byte-identical prompt prefixes; distinct ids give
+// independent content. Nothing is cached: a token costs one splitmix64 and a
+// table lookup (about 3 ns), cheaper than any cache lookup and free of memory.
+type blockSynth struct {
+	seed uint64
+	lex  *Lexicon
+}
+
+// appendBlock appends tokens [from, to) of block h and, if withText, their
+// words to text (which should have spare capacity).
+func (s *blockSynth) appendBlock(toks []uint32, text []byte, withText bool, h uint64, from, to int) ([]uint32, []byte) {
+	lx := s.lex
+	base := s.seed ^ h<<16
+	for k := from; k < to; k++ {
+		i := splitmix64(base^uint64(k)) >> lexSlotShift
+		toks = append(toks, lx.ids[i])
+		if withText {
+			// Copy the 16-byte table slot and keep the word's length: two
+			// 8-byte moves instead of a memmove call.
+			l := len(text)
+			if cap(text)-l < lexWordPad {
+				text = append(text[:cap(text)], make([]byte, cap(text)/2+lexWordPad)...)[:l]
+			}
+			dst, src := text[l:l+lexWordPad], lx.words[i*lexWordPad:i*lexWordPad+lexWordPad]
+			binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
+			binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
+			text = text[:l+int(lx.lens[i])]
+		}
+	}
+	return toks, text
+}
+
+// hashPrompt materializes the prompt of a hash-id request (every id but the
+// last gives blockSize tokens, the last the rest of inputLen) and, unless
+// modelJSON is nil, its completions body
+// {"model":M,"prompt":TEXT,"max_tokens":N}. The text is lexicon words
+// (lowercase ASCII letters and spaces) and needs no JSON escaping.
+func (s *blockSynth) hashPrompt(ids []int64, blockSize, inputLen int, modelJSON []byte, maxTokens int) ([]uint32, []byte) {
+	toks := make([]uint32, 0, inputLen)
+	var body []byte
+	withText := modelJSON != nil
+	if withText {
+		body = s.bodyStart(modelJSON, inputLen)
+	}
+	for i, h := range ids {
+		n := blockSize
+		if i == len(ids)-1 {
+			n = inputLen - blockSize*(len(ids)-1)
+		}
+		toks, body = s.appendBlock(toks, body, withText, uint64(h), 0, n)
+	}
+	if withText {
+		body = bodyEnd(body, maxTokens)
+	}
+	return toks, body
+}
+
+// bodyStart allocates a completions body with room for about n tokens of text.
+func (s *blockSynth) bodyStart(modelJSON []byte, n int) []byte {
+	b := make([]byte, 0, int(float64(n)*(s.lex.bytesPerToken+0.25))+len(modelJSON)+64)
+	b = append(b, `{"model":`...)
+	b = append(b, modelJSON...)
+	return append(b, `,"prompt":"`...)
+}
+
+func bodyEnd(b []byte, maxTokens int) []byte {
+	b = append(b, `","max_tokens":`...)
+	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	return append(b, '}')
+}
+
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// SyntheticOutput returns n deterministic output token ids for request id
+// under seed, for traces that carry only an output length. Ids are
+// 1000 + splitmix64(...) mod 99000: ordinary cl100k tokens, never special.
+func SyntheticOutput(seed, id int64, n int) []uint32 {
+	if n <= 0 {
+		return nil
+	}
+	out := make([]uint32, n)
+	base := splitmix64(uint64(seed) ^ 0x6f75747075747321 ^ uint64(id)*0x9e3779b97f4a7c15)
+	for k := range out {
+		out[k] = 1000 + uint32(splitmix64(base+uint64(k))%99000)
+	}
+	return out
+}

@@ -1,0 +1,259 @@
+package workload
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Summary describes a trace: size, timing, lengths and prefix reuse.
+type Summary struct {
+	Source   string `json:"source"`
+	Format   Format `json:"format"`
+	Mode     string `json:"mode"`
+	Requests int64  `json:"requests"`
+	Skipped  int    `json:"skipped_invalid"`
+	// Sessions counts requests that continue no earlier request; Continuations
+	// the others (Sessions + Continuations = Requests).
+	Sessions      int64   `json:"sessions"`
+	Continuations int64   `json:"continuations"`
+	MaxTurns      int     `json:"max_turns"`
+	DurationSec   float64 `json:"duration_s"` // last arrival - first arrival
+	RatePerSec    float64 `json:"rate_per_s"` // requests / duration
+	Input         Lengths `json:"input_tokens"`
+	Output        Lengths `json:"output_tokens"`
+
+	// Trace blocks (hash-id traces only): the trace's own block ids.
+	TraceBlockSize       int     `json:"trace_block_size,omitempty"`
+	TraceBlocks          int64   `json:"trace_blocks,omitempty"`
+	DistinctTraceBlocks  int64   `json:"distinct_trace_blocks,omitempty"`
+	RepeatedTraceBlocks  float64 `json:"repeated_trace_block_share,omitempty"`
+	BlockSize            int     `json:"block_size"`
+	Blocks               int64   `json:"blocks"`               // full BlockSize-token prompt blocks
+	RepeatedBlocks       float64 `json:"repeated_block_share"` // share of them already cached
+	PromptTokens         int64   `json:"prompt_tokens"`        // Σ prompt tokens
+	HitTokens            int64   `json:"hit_tokens"`           // Σ infinite-cache hits
+	HitRatio             float64 `json:"infinite_cache_hit_ratio"`
+	OutputBlocksInserted bool    `json:"output_blocks_cached"`
+}
+
+// Lengths summarizes a token-length distribution; percentiles are
+// nearest-rank (the smallest value with at least p of the data at or below).
+type Lengths struct {
+	Mean float64 `json:"mean"`
+	P50  int     `json:"p50"`
+	P90  int     `json:"p90"`
+	P99  int     `json:"p99"`
+	Max  int     `json:"max"`
+}
+
+func lengthStats(v []int32) Lengths {
+	if len(v) == 0 {
+		return Lengths{}
+	}
+	slices.Sort(v)
+	var sum float64
+	for _, x := range v {
+		sum += float64(x)
+	}
+	rank := func(p float64) int {
+		i := int(math.Ceil(p*float64(len(v)))) - 1
+		return int(v[max(i, 0)])
+	}
+	return Lengths{Mean: sum / float64(len(v)), P50: rank(0.5), P90: rank(0.9), P99: rank(0.99), Max: int(v[len(v)-1])}
+}
+
+// Inspect reads src to the end and summarizes it. The infinite-cache hit
+// ratio is Σhit / Σprompt tokens, where a request's hit is the longest
+// prefix of its chain of blockSize-token blocks already seen (a block is
+// identified by its tokens, everything before it and the cache salt),
+// capped at floor((n-1)/blockSize)*blockSize tokens (vLLM recomputes at
+// least the last prompt token). After each request its full prompt blocks
+// are cached, and, when the output tokens are known, the full blocks of
+// prompt + output (minus the last output token, whose KV is never computed),
+// as vLLM caches decode blocks.
+//
+// Hash-id requests (Request.HashIDs) are handled per trace block without
+// materializing tokens: synthesized tokens depend only on the hash-id prefix
+// and the offset in the block, so a blockSize block is identified by its
+// trace block's prefix chain and its index in it. This needs the trace block
+// size to be a multiple of blockSize.
+func Inspect(src Source, blockSize int) (*Summary, error) {
+	if blockSize <= 0 {
+		return nil, errors.New("inspect: block size must be > 0")
+	}
+	s := &Summary{BlockSize: blockSize}
+	if st, ok := src.(*Stream); ok {
+		s.Source, s.Format, s.Mode = st.Name(), st.Format(), st.Mode().String()
+	}
+	var ins, outs []int32
+	var first, last int64
+	seenIDs := map[int64]struct{}{}
+	nodes := map[uint64]int32{}     // hash-id path: prefix chain -> tokens seen in that trace block
+	chains := map[uint64]struct{}{} // token path: block chain hashes
+	var repeated int64
+	var scratch []byte
+	for {
+		r, err := src.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if s.Requests == 0 {
+			first = r.Arrival
+		}
+		last = max(last, r.Arrival)
+		s.Requests++
+		if r.Prev < 0 {
+			s.Sessions++
+		} else {
+			s.Continuations++
+		}
+		s.MaxTurns = max(s.MaxTurns, r.Turn+1)
+		ins = append(ins, int32(r.PromptLen))
+		outs = append(outs, int32(r.OutputTokens))
+		s.PromptTokens += int64(r.PromptLen)
+		var hit, rep, full int64
+		if r.HashIDs != nil && r.HashBlockSize%blockSize == 0 {
+			s.TraceBlockSize = r.HashBlockSize
+			for _, id := range r.HashIDs {
+				if _, ok := seenIDs[id]; !ok {
+					seenIDs[id] = struct{}{}
+				}
+			}
+			s.TraceBlocks += int64(len(r.HashIDs))
+			hit, rep, full = hashIDHits(nodes, r, blockSize)
+		} else {
+			if r.PromptTokens == nil && r.PromptLen > 0 {
+				return nil, errors.New("inspect: request without prompt tokens (NoTokens on a text trace?)")
+			}
+			hit, rep, full, scratch = tokenHits(chains, r, blockSize, scratch)
+			if r.OutputTokenIDs != nil {
+				s.OutputBlocksInserted = true
+			}
+		}
+		s.HitTokens += hit
+		repeated += rep
+		s.Blocks += full
+	}
+	if st, ok := src.(*Stream); ok {
+		s.Skipped = st.Skipped()
+	}
+	s.Input, s.Output = lengthStats(ins), lengthStats(outs)
+	if s.Requests > 0 {
+		s.DurationSec = float64(last-first) / 1e9
+		if s.DurationSec > 0 {
+			s.RatePerSec = float64(s.Requests) / s.DurationSec
+		}
+	}
+	s.DistinctTraceBlocks = int64(len(seenIDs))
+	if s.TraceBlocks > 0 {
+		s.RepeatedTraceBlocks = float64(s.TraceBlocks-s.DistinctTraceBlocks) / float64(s.TraceBlocks)
+	}
+	if s.Blocks > 0 {
+		s.RepeatedBlocks = float64(repeated) / float64(s.Blocks)
+	}
+	if s.PromptTokens > 0 {
+		s.HitRatio = float64(s.HitTokens) / float64(s.PromptTokens)
+	}
+	return s, nil
+}
+
+// hashIDHits computes a hash-id request's hit tokens, its full blocks that
+// were already cached, and its number of full blocks, then caches them.
+// nodes maps the chain of trace-block ids up to block B to how many tokens
+// of block B any earlier request had.
+func hashIDHits(nodes map[uint64]int32, r *Request, bs int) (hit, repeated, full int64) {
+	n := r.PromptLen
+	tb := r.HashBlockSize
+	var acc uint64 = 0x68617368696473
+	hitting := true
+	for B, id := range r.HashIDs {
+		acc = splitmix64(acc*0x9e3779b97f4a7c15 ^ uint64(id))
+		l := tb
+		if B == len(r.HashIDs)-1 {
+			l = n - tb*(len(r.HashIDs)-1)
+		}
+		seen, ok := nodes[acc]
+		common := 0
+		if ok {
+			common = min(int(seen), l) / bs * bs
+		}
+		repeated += int64(common / bs)
+		full += int64(l / bs)
+		if hitting {
+			hit += int64(common)
+			if common < l {
+				hitting = false
+			}
+		}
+		if !ok || int32(l) > seen {
+			nodes[acc] = int32(l)
+		}
+	}
+	return min(hit, int64((n-1)/bs*bs)), repeated, full
+}
+
+// tokenHits is the same over materialized tokens.
+func tokenHits(chains map[uint64]struct{}, r *Request, bs int, scratch []byte) (hit, repeated, full int64, _ []byte) {
+	var d xxhash.Digest
+	seed := xxhash.Sum64String(r.CacheSalt)
+	prev := seed
+	n := len(r.PromptTokens)
+	hitting := true
+	if cap(scratch) < 8+4*bs {
+		scratch = make([]byte, 8+4*bs)
+	}
+	scratch = scratch[:8+4*bs]
+	hashBlock := func(toks []uint32) uint64 {
+		binary.LittleEndian.PutUint64(scratch, prev)
+		for i, t := range toks {
+			binary.LittleEndian.PutUint32(scratch[8+4*i:], t)
+		}
+		d.Reset()
+		d.Write(scratch)
+		return d.Sum64()
+	}
+	for b := 0; (b+1)*bs <= n; b++ {
+		h := hashBlock(r.PromptTokens[b*bs : (b+1)*bs])
+		_, ok := chains[h]
+		full++
+		if ok {
+			repeated++
+			if hitting {
+				hit += int64(bs)
+			}
+		} else {
+			hitting = false
+			chains[h] = struct{}{}
+		}
+		prev = h
+	}
+	hit = min(hit, int64((n-1)/bs*bs))
+	// Cache decode blocks: prompt + output minus the last output token.
+	if len(r.OutputTokenIDs) > 1 {
+		out := r.OutputTokenIDs[:len(r.OutputTokenIDs)-1]
+		total := n + len(out)
+		blk := make([]uint32, bs)
+		for b := n / bs; (b+1)*bs <= total; b++ {
+			for i := range bs {
+				p := b*bs + i
+				if p < n {
+					blk[i] = r.PromptTokens[p]
+				} else {
+					blk[i] = out[p-n]
+				}
+			}
+			h := hashBlock(blk)
+			chains[h] = struct{}{}
+			prev = h
+		}
+	}
+	return hit, repeated, full, scratch
+}

@@ -1,0 +1,487 @@
+package workload
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// openaiReader reads OpenAI request JSONL: Batch-API input lines
+// {"custom_id", "method", "url", "body": {...}} or bare request bodies, one
+// per line. Replay extensions (top level of the line, or inside the body;
+// they are stripped from the body the router sees):
+//
+//	x_arrival_ms     arrival, ms since trace start (decimal, exact to the ns)
+//	x_session_id     session id (string or number)
+//	x_turn           0-based turn within the session (default: previous turn + 1)
+//	x_output_tokens  output length (default: from x_output_text, else
+//	                 max_completion_tokens, else max_tokens, else 256)
+//	x_output_text    the answer text; gives OutputTokenIDs
+//	x_think_ms       closed-loop think time before this turn (default: the gap
+//	                 to the previous turn's arrival, or a draw from Options.ThinkTime)
+type openaiReader struct {
+	name     string
+	lr       *lineReader
+	opt      *Options
+	enc      *chatEncoder
+	closed   bool
+	rng      *rand.Rand
+	gapMean  float64
+	nextID   int64
+	clock    int64
+	sessions *sessionTable[string]
+}
+
+func newOpenAIReader(r io.Reader, name string, o *Options) (*openaiReader, error) {
+	enc, err := newChatEncoder(o.Tokenizer, defaultSegCacheBytes)
+	if err != nil {
+		return nil, err
+	}
+	rate := o.Rate
+	if rate == 0 {
+		rate = defaultSessionRate
+	}
+	return &openaiReader{
+		name: name, lr: newLineReader(r), opt: o, enc: enc,
+		closed:   o.Mode.closed(ModeOpenLoop),
+		rng:      rand.New(rand.NewPCG(uint64(o.Seed), 0x6f70656e6169)),
+		gapMean:  1e9 / rate,
+		sessions: newSessionTable[string](int64(o.SessionWindow), o.MaxSessions),
+	}, nil
+}
+
+type openaiX struct {
+	ArrivalMs    json.RawMessage `json:"x_arrival_ms"`
+	SessionID    *flexID         `json:"x_session_id"`
+	Turn         *int            `json:"x_turn"`
+	OutputTokens *int64          `json:"x_output_tokens"`
+	OutputText   *string         `json:"x_output_text"`
+	ThinkMs      json.RawMessage `json:"x_think_ms"`
+}
+
+func (x *openaiX) merge(o *openaiX) {
+	if x.ArrivalMs == nil {
+		x.ArrivalMs = o.ArrivalMs
+	}
+	if x.SessionID == nil {
+		x.SessionID = o.SessionID
+	}
+	if x.Turn == nil {
+		x.Turn = o.Turn
+	}
+	if x.OutputTokens == nil {
+		x.OutputTokens = o.OutputTokens
+	}
+	if x.OutputText == nil {
+		x.OutputText = o.OutputText
+	}
+	if x.ThinkMs == nil {
+		x.ThinkMs = o.ThinkMs
+	}
+}
+
+type openaiEnvelope struct {
+	URL  *string         `json:"url"`
+	Body json.RawMessage `json:"body"`
+	openaiX
+}
+
+type openaiBody struct {
+	Model               *string         `json:"model"`
+	Messages            json.RawMessage `json:"messages"`
+	Prompt              json.RawMessage `json:"prompt"`
+	MaxTokens           *int64          `json:"max_tokens"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+	CacheSalt           *string         `json:"cache_salt"`
+	openaiX
+}
+
+type openaiMessage struct {
+	Role    *string         `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type openaiPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+func (r *openaiReader) next() (*Request, error) {
+	for {
+		line, err := r.lr.next()
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		if err == errLineTooLong {
+			return nil, &fatalError{r.bad("", "line longer than %d bytes", maxLineBytes)}
+		}
+		if err != nil {
+			return nil, &fatalError{fmt.Errorf("%s: %w", r.name, err)}
+		}
+		if isBlank(line) {
+			continue
+		}
+		return r.parse(line)
+	}
+}
+
+func (r *openaiReader) bad(field, format string, args ...any) error {
+	return &InputError{File: r.name, Line: r.lr.line, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// badErr is bad with an underlying cause, which the error wraps.
+func (r *openaiReader) badErr(field string, err error) error {
+	return &InputError{File: r.name, Line: r.lr.line, Field: field, Msg: err.Error(), Err: err}
+}
+
+func (r *openaiReader) jsonErr(prefix string, err error) error {
+	field, msg := jsonProblem(err)
+	if field != "" && prefix != "" {
+		field = prefix + field
+	}
+	return &InputError{File: r.name, Line: r.lr.line, Field: field, Msg: msg, Err: err}
+}
+
+func (r *openaiReader) parse(line []byte) (*Request, error) {
+	var env openaiEnvelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		return nil, r.jsonErr("", err)
+	}
+	rawBody, prefix := json.RawMessage(line), ""
+	if env.Body != nil {
+		rawBody, prefix = env.Body, "body."
+		if bytes.Equal(bytes.TrimSpace(env.Body), []byte("null")) {
+			return nil, r.bad("body", "must be an object")
+		}
+	}
+	var body openaiBody
+	if err := json.Unmarshal(rawBody, &body); err != nil {
+		return nil, r.jsonErr(prefix, err)
+	}
+	x := env.openaiX
+	x.merge(&body.openaiX)
+
+	// Endpoint and prompt tokens.
+	hasMsgs := body.Messages != nil && !bytes.Equal(body.Messages, []byte("null"))
+	hasPrompt := body.Prompt != nil && !bytes.Equal(body.Prompt, []byte("null"))
+	endpoint := ""
+	switch {
+	case hasMsgs && hasPrompt:
+		return nil, r.bad(prefix+"messages", "both messages and prompt given")
+	case hasMsgs:
+		endpoint = EndpointChat
+	case hasPrompt:
+		endpoint = EndpointCompletions
+	default:
+		return nil, r.bad(prefix+"messages", "missing (neither messages nor prompt given)")
+	}
+	if env.URL != nil && *env.URL != endpoint {
+		if *env.URL != EndpointChat && *env.URL != EndpointCompletions {
+			return nil, r.bad("url", "unsupported endpoint %q (want %s or %s)", *env.URL, EndpointChat, EndpointCompletions)
+		}
+		return nil, r.bad("url", "%s does not match a body with %s", *env.URL, promptField(hasMsgs))
+	}
+	if body.Model == nil || *body.Model == "" {
+		return nil, r.bad(prefix+"model", "missing")
+	}
+	var prompt []uint32
+	var err error
+	if hasMsgs {
+		prompt, err = r.chatPrompt(prefix, body.Messages)
+	} else {
+		prompt, err = r.completionPrompt(prefix, body.Prompt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(prompt) > r.opt.MaxPromptTokens {
+		return nil, r.bad(prefix+promptField(hasMsgs), "%d tokens exceed the limit of %d", len(prompt), r.opt.MaxPromptTokens)
+	}
+
+	// Output.
+	var outIDs []uint32
+	if x.OutputText != nil {
+		if hasMsgs {
+			outIDs, err = r.enc.answer(*x.OutputText)
+		} else {
+			var ids []uint32
+			ids, err = r.enc.cache.encode(*x.OutputText)
+			outIDs = slices.Clone(ids)
+		}
+		if err != nil {
+			return nil, r.badErr("x_output_text", err)
+		}
+	}
+	outLen := int64(-1)
+	switch {
+	case x.OutputTokens != nil:
+		outLen = *x.OutputTokens
+		if outIDs != nil && int64(len(outIDs)) != outLen {
+			return nil, r.bad("x_output_tokens", "%d, but x_output_text has %d tokens", outLen, len(outIDs))
+		}
+	case outIDs != nil:
+		outLen = int64(len(outIDs))
+	case body.MaxCompletionTokens != nil:
+		outLen = *body.MaxCompletionTokens
+	case body.MaxTokens != nil:
+		outLen = *body.MaxTokens
+	default:
+		outLen = int64(r.opt.DefaultOutputTokens)
+	}
+	if outLen < 0 || outLen > maxOutputTokens {
+		return nil, r.bad("x_output_tokens", "output length %d out of range [0, %d]", outLen, maxOutputTokens)
+	}
+
+	// Time and session.
+	var ts int64
+	timed := x.ArrivalMs != nil && !bytes.Equal(x.ArrivalMs, []byte("null"))
+	if timed {
+		text, err := jsonNumber(x.ArrivalMs)
+		if err == nil {
+			ts, err = parseTime(text, 1e6)
+		}
+		if err != nil {
+			return nil, r.badErr("x_arrival_ms", err)
+		}
+		if ts < r.clock {
+			return nil, r.bad("x_arrival_ms", "%s is before an earlier line's arrival (the trace must be sorted by time)", text)
+		}
+	}
+	var think int64 = -1
+	if x.ThinkMs != nil && !bytes.Equal(x.ThinkMs, []byte("null")) {
+		text, err := jsonNumber(x.ThinkMs)
+		if err == nil {
+			think, err = parseTime(text, 1e6)
+		}
+		if err != nil {
+			return nil, r.badErr("x_think_ms", err)
+		}
+	}
+	if x.Turn != nil && *x.Turn < 0 {
+		return nil, r.bad("x_turn", "must be >= 0, got %d", *x.Turn)
+	}
+	sid := ""
+	if x.SessionID != nil {
+		sid = string(*x.SessionID)
+	}
+	cleanBody, err := stripXFields(rawBody)
+	if err != nil {
+		return nil, r.jsonErr(prefix, err)
+	}
+
+	// The line is valid: update state.
+	now := r.clock
+	if timed {
+		now = ts
+	}
+	var prev turnRef
+	found := false
+	if sid != "" {
+		prev, found = r.sessions.get(sid, now)
+	}
+	if !timed {
+		if !found && r.nextID > 0 {
+			r.clock += int64(expSample(r.rng, r.gapMean))
+		}
+		ts = r.clock
+	}
+	r.clock = ts
+	req := &Request{
+		ID: r.nextID, Session: sid, Prev: -1, Arrival: ts, Model: *body.Model,
+		Body: cleanBody, Endpoint: endpoint, PromptTokens: prompt, PromptLen: len(prompt),
+		OutputTokens: int(outLen), OutputTokenIDs: outIDs, Line: r.lr.line,
+	}
+	r.nextID++
+	if x.OutputText != nil {
+		req.OutputText = *x.OutputText
+	}
+	if body.CacheSalt != nil {
+		req.CacheSalt = *body.CacheSalt
+	}
+	if found {
+		req.Prev = prev.id
+		req.Turn = prev.turn + 1
+		if r.closed {
+			req.AfterPrevious = true
+			gap := ts - prev.arrival
+			switch {
+			case think >= 0:
+			case timed:
+				think = gap
+			default:
+				think = int64(r.opt.ThinkTime.Sample(r.rng))
+			}
+			req.ThinkTime = max(think, gap)
+		}
+	}
+	if x.Turn != nil {
+		req.Turn = *x.Turn
+	}
+	if sid != "" {
+		r.sessions.put(sid, turnRef{id: req.ID, session: sid, turn: req.Turn, arrival: ts})
+	}
+	return req, nil
+}
+
+func promptField(chat bool) string {
+	if chat {
+		return "messages"
+	}
+	return "prompt"
+}
+
+func (r *openaiReader) chatPrompt(prefix string, raw json.RawMessage) ([]uint32, error) {
+	var msgs []openaiMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return nil, r.jsonErr(prefix+"messages.", err)
+	}
+	if len(msgs) == 0 {
+		return nil, r.bad(prefix+"messages", "empty")
+	}
+	var c conv
+	for i, m := range msgs {
+		field := fmt.Sprintf("%smessages[%d]", prefix, i)
+		if m.Role == nil || *m.Role == "" {
+			return nil, r.bad(field+".role", "missing")
+		}
+		parts, err := contentParts(m.Content)
+		if err != nil {
+			return nil, r.badErr(field+".content", err)
+		}
+		if err := c.add(r.enc, Message{Role: *m.Role, Content: parts}); err != nil {
+			return nil, r.badErr(field+".content", err)
+		}
+		if len(c.toks) > r.opt.MaxPromptTokens {
+			return nil, r.bad(prefix+"messages", "more than %d tokens", r.opt.MaxPromptTokens)
+		}
+	}
+	return c.prompt(r.enc)
+}
+
+// contentParts returns a message content's text segments: a string, or the
+// text of each "text"/"input_text" part of an array (other parts, such as
+// images, are not modeled and contribute no tokens).
+func contentParts(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("invalid string: %w", err)
+		}
+		return []string{s}, nil
+	case '[':
+		var parts []openaiPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return nil, fmt.Errorf("expected an array of content parts: %w", err)
+		}
+		var out []string
+		for _, p := range parts {
+			if (p.Type == "text" || p.Type == "input_text") && p.Text != nil {
+				out = append(out, *p.Text)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("expected a string or an array of content parts")
+}
+
+func (r *openaiReader) completionPrompt(prefix string, raw json.RawMessage) ([]uint32, error) {
+	raw = bytes.TrimSpace(raw)
+	field := prefix + "prompt"
+	var text string
+	switch raw[0] {
+	case '"':
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, r.jsonErr(prefix, err)
+		}
+	case '[':
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return nil, r.badErr(field, fmt.Errorf("invalid array: %w", err))
+		}
+		if len(elems) == 0 {
+			return nil, r.bad(field, "empty")
+		}
+		if e := bytes.TrimSpace(elems[0]); len(e) > 0 && e[0] == '"' {
+			if len(elems) > 1 {
+				return nil, r.bad(field, "%d prompts in one request are not supported", len(elems))
+			}
+			if err := json.Unmarshal(elems[0], &text); err != nil {
+				return nil, r.bad(field, "expected a string")
+			}
+			break
+		}
+		// Token ids.
+		ids := make([]uint32, len(elems))
+		for i, e := range elems {
+			var v int64
+			if err := json.Unmarshal(e, &v); err != nil || v < 0 || v >= VocabSize {
+				return nil, r.bad(fmt.Sprintf("%s[%d]", field, i), "expected a token id in [0, %d)", VocabSize)
+			}
+			ids[i] = uint32(v)
+		}
+		return ids, nil
+	default:
+		return nil, r.bad(field, "expected a string, an array of one string, or token ids")
+	}
+	if text == "" {
+		return nil, r.bad(field, "empty")
+	}
+	ids, err := r.enc.cache.encode(text)
+	if err != nil {
+		return nil, r.badErr(field, err)
+	}
+	return slices.Clone(ids), nil
+}
+
+// stripXFields returns the compacted JSON object raw without its top-level
+// x_* keys, other keys and values kept in order.
+func stripXFields(raw []byte) ([]byte, error) {
+	if !bytes.Contains(raw, []byte(`"x_`)) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("body is not a JSON object")
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	first := true
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(key, "x_") {
+			continue
+		}
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.Write(jsonString(key))
+		buf.WriteByte(':')
+		if err := json.Compact(&buf, val); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,369 @@
+package workload
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// sharegptReader reads ShareGPT dumps: a JSON array (or JSONL) of
+// {"id", "conversations": [{"from", "value"}]} ("conversation"/"messages"
+// with {"role", "content"} are accepted too). Each conversation is a session
+// whose sessions start as a Poisson process (Options.Rate sessions/s,
+// default 1; the first at 0). Each human message that is followed by an
+// answer (or ends the conversation) is a turn: its prompt is the whole
+// conversation up to it, its output the answer (tokens enc(answer)
+// <|eot_id|>, or Options.DefaultOutputTokens when there is none). Turn k > 0
+// comes a think time (Options.ThinkTime) after turn k-1: closed-loop by
+// default, at nominal times in open-loop.
+type sharegptReader struct {
+	name    string
+	br      *bufio.Reader
+	lc      *lineCounter
+	dec     *json.Decoder
+	opt     *Options
+	enc     *chatEncoder
+	closed  bool
+	rng     *rand.Rand
+	gapMean float64
+
+	array     bool
+	started   bool
+	eof       bool
+	convIndex int64
+	nextStart int64
+	nextID    int64
+	seq       int64
+	pending   minHeap[*sgSession]
+	empty     int
+}
+
+type sgTurn struct {
+	add    []Message // messages to append before this turn's prompt
+	answer *string
+	think  int64
+}
+
+type sgSession struct {
+	id     string
+	seq    int64
+	line   int
+	next   int64 // nominal arrival of the next turn
+	k      int
+	prevID int64
+	turns  []sgTurn
+	msgs   []Message
+	conv   conv
+}
+
+func newShareGPTReader(r io.Reader, name string, o *Options) (*sharegptReader, error) {
+	enc, err := newChatEncoder(o.Tokenizer, defaultSegCacheBytes)
+	if err != nil {
+		return nil, err
+	}
+	rate := o.Rate
+	if rate == 0 {
+		rate = defaultSessionRate
+	}
+	lc := &lineCounter{r: r}
+	br := bufio.NewReader(lc)
+	s := &sharegptReader{
+		name: name, br: br, lc: lc, opt: o, enc: enc,
+		closed:  o.Mode.closed(ModeClosedLoop),
+		rng:     rand.New(rand.NewPCG(uint64(o.Seed), 0x7368617265677074)),
+		gapMean: 1e9 / rate,
+	}
+	s.pending.less = func(a, b *sgSession) bool {
+		if a.next != b.next {
+			return a.next < b.next
+		}
+		return a.seq < b.seq
+	}
+	return s, nil
+}
+
+// lineCounter counts newlines in the bytes read through it, so that byte
+// offsets (as json.Decoder reports them) can be mapped to line numbers.
+// Queries must come in increasing offset order.
+type lineCounter struct {
+	r       io.Reader
+	off     int64
+	nls     []int64
+	counted int
+}
+
+func (c *lineCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	for i := 0; i < n; {
+		j := bytes.IndexByte(p[i:n], '\n')
+		if j < 0 {
+			break
+		}
+		c.nls = append(c.nls, c.off+int64(i+j))
+		i += j + 1
+	}
+	c.off += int64(n)
+	return n, err
+}
+
+// lineAt returns the 1-based line of byte offset off.
+func (c *lineCounter) lineAt(off int64) int {
+	i := 0
+	for i < len(c.nls) && c.nls[i] < off {
+		i++
+	}
+	c.counted += i
+	c.nls = append(c.nls[:0], c.nls[i:]...)
+	return c.counted + 1
+}
+
+func (s *sharegptReader) next() (*Request, error) {
+	for {
+		if s.pending.len() > 0 && (s.eof || s.pending.peek().next <= s.nextStart) {
+			return s.emit(s.pending.pop())
+		}
+		if s.eof {
+			return nil, io.EOF
+		}
+		if err := s.readConversation(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+type sgMessage struct {
+	From    *string `json:"from"`
+	Value   *string `json:"value"`
+	Role    *string `json:"role"`
+	Content *string `json:"content"`
+}
+
+type sgConversation struct {
+	ID            *flexID      `json:"id"`
+	Conversations *[]sgMessage `json:"conversations"`
+	Conversation  *[]sgMessage `json:"conversation"`
+	Messages      *[]sgMessage `json:"messages"`
+}
+
+func sharegptRole(from string) (string, bool) {
+	switch strings.ToLower(from) {
+	case "human", "user":
+		return "user", true
+	case "gpt", "chatgpt", "assistant", "bard", "bing", "model":
+		return "assistant", true
+	case "system":
+		return "system", true
+	case "tool", "function", "observation", "ipython":
+		return "tool", true
+	}
+	return "", false
+}
+
+func (s *sharegptReader) syntaxErr(err error) error {
+	line := s.lc.lineAt(s.dec.InputOffset())
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line = s.lc.lineAt(se.Offset)
+	}
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		// Never wrap io.EOF: callers test errors.Is(err, io.EOF) for the end.
+		return &fatalError{&InputError{File: s.name, Line: line, Msg: "unexpected end of input", Err: io.ErrUnexpectedEOF}}
+	}
+	return &fatalError{&InputError{File: s.name, Line: line, Msg: "invalid JSON: " + err.Error(), Err: err}}
+}
+
+// readConversation decodes the next conversation and schedules its session.
+// At the end of the input it sets s.eof.
+func (s *sharegptReader) readConversation() error {
+	if !s.started {
+		s.started = true
+		for {
+			b, err := s.br.ReadByte()
+			if err == io.EOF {
+				s.eof = true
+				return nil
+			}
+			if err != nil {
+				return &fatalError{fmt.Errorf("%s: %w", s.name, err)}
+			}
+			if b == ' ' || b == '\t' || b == '\r' || b == '\n' {
+				continue
+			}
+			if b == 0xef { // UTF-8 byte order mark
+				if _, err := s.br.Discard(2); err != nil {
+					return &fatalError{fmt.Errorf("%s: %w", s.name, err)}
+				}
+				continue
+			}
+			s.array = b == '['
+			if err := s.br.UnreadByte(); err != nil {
+				return &fatalError{err}
+			}
+			break
+		}
+		s.dec = json.NewDecoder(s.br)
+		if s.array {
+			if _, err := s.dec.Token(); err != nil { // the '['
+				return s.syntaxErr(err)
+			}
+		}
+	}
+	if !s.dec.More() {
+		if s.array {
+			if t, err := s.dec.Token(); err != nil || t != json.Delim(']') {
+				if err == nil {
+					err = fmt.Errorf("unexpected %v", t)
+				}
+				return s.syntaxErr(err)
+			}
+			if _, err := s.dec.Token(); err != io.EOF {
+				return &fatalError{&InputError{File: s.name, Line: s.lc.lineAt(s.dec.InputOffset()), Msg: "data after the end of the JSON array"}}
+			}
+		} else if _, err := s.dec.Token(); err != io.EOF {
+			if err == nil {
+				err = errors.New("unexpected delimiter")
+			}
+			return s.syntaxErr(err)
+		}
+		s.eof = true
+		return nil
+	}
+	var raw json.RawMessage
+	if err := s.dec.Decode(&raw); err != nil {
+		return s.syntaxErr(err)
+	}
+	line := s.lc.lineAt(s.dec.InputOffset() - int64(len(raw)))
+	index := s.convIndex
+	s.convIndex++
+	bad := func(field, format string, args ...any) error {
+		return &InputError{File: s.name, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	var c sgConversation
+	if err := json.Unmarshal(raw, &c); err != nil {
+		field, msg := jsonProblem(err)
+		return &InputError{File: s.name, Line: line, Field: field, Msg: msg, Err: err}
+	}
+	var list []sgMessage
+	key := "conversations"
+	switch {
+	case c.Conversations != nil:
+		list = *c.Conversations
+	case c.Conversation != nil:
+		list, key = *c.Conversation, "conversation"
+	case c.Messages != nil:
+		list, key = *c.Messages, "messages"
+	default:
+		return bad("conversations", "missing")
+	}
+	msgs := make([]Message, 0, len(list))
+	total := 0
+	for i, m := range list {
+		from, val := m.From, m.Value
+		if from == nil {
+			from = m.Role
+		}
+		if val == nil {
+			val = m.Content
+		}
+		if from == nil {
+			return bad(fmt.Sprintf("%s[%d].from", key, i), "missing")
+		}
+		role, ok := sharegptRole(*from)
+		if !ok {
+			return bad(fmt.Sprintf("%s[%d].from", key, i), "unknown speaker %q", *from)
+		}
+		if val == nil {
+			return bad(fmt.Sprintf("%s[%d].value", key, i), "missing")
+		}
+		total += len(*val)
+		msgs = append(msgs, Message{Role: role, Content: []string{*val}})
+	}
+	if total > 4*s.opt.MaxPromptTokens {
+		return bad(key, "conversation of %d bytes exceeds the prompt limit", total)
+	}
+	var turns []sgTurn
+	var pending []Message
+	for i := 0; i < len(msgs); i++ {
+		pending = append(pending, msgs[i])
+		if msgs[i].Role != "user" || (i+1 < len(msgs) && msgs[i+1].Role != "assistant") {
+			continue
+		}
+		t := sgTurn{add: pending}
+		pending = nil
+		if i+1 < len(msgs) {
+			ans := msgs[i+1].Content[0]
+			t.answer = &ans
+			pending = []Message{msgs[i+1]}
+			i++
+		}
+		turns = append(turns, t)
+	}
+	if len(turns) == 0 {
+		s.empty++
+		return nil
+	}
+	for k := 1; k < len(turns); k++ {
+		turns[k].think = int64(s.opt.ThinkTime.Sample(s.rng))
+	}
+	id := "sharegpt-" + strconv.FormatInt(index, 10)
+	if c.ID != nil && *c.ID != "" {
+		id = string(*c.ID)
+	}
+	sess := &sgSession{id: id, seq: s.seq, line: line, next: s.nextStart, prevID: -1, turns: turns}
+	s.seq++
+	s.nextStart += int64(expSample(s.rng, s.gapMean))
+	s.pending.push(sess)
+	return nil
+}
+
+func (s *sharegptReader) emptyRecords() int { return s.empty }
+
+// emit builds the request of the session's next turn and reschedules it.
+func (s *sharegptReader) emit(sess *sgSession) (*Request, error) {
+	t := sess.turns[sess.k]
+	for _, m := range t.add {
+		if err := sess.conv.add(s.enc, m); err != nil {
+			return nil, &fatalError{fmt.Errorf("%s:%d: %w", s.name, sess.line, err)}
+		}
+		sess.msgs = append(sess.msgs, m)
+	}
+	prompt, err := sess.conv.prompt(s.enc)
+	if err != nil {
+		return nil, &fatalError{fmt.Errorf("%s:%d: %w", s.name, sess.line, err)}
+	}
+	if len(prompt) > s.opt.MaxPromptTokens {
+		// Drop the rest of this conversation.
+		return nil, &InputError{File: s.name, Line: sess.line, Field: "conversations",
+			Msg: fmt.Sprintf("turn %d: prompt of %d tokens exceeds the limit of %d", sess.k, len(prompt), s.opt.MaxPromptTokens)}
+	}
+	req := &Request{
+		ID: s.nextID, Session: sess.id, Turn: sess.k, Prev: sess.prevID, Arrival: sess.next,
+		Model: s.opt.Model, Endpoint: EndpointChat, PromptTokens: prompt, PromptLen: len(prompt),
+		OutputTokens: s.opt.DefaultOutputTokens, Line: sess.line,
+	}
+	s.nextID++
+	if t.answer != nil {
+		ids, err := s.enc.answer(*t.answer)
+		if err != nil {
+			return nil, &fatalError{fmt.Errorf("%s:%d: %w", s.name, sess.line, err)}
+		}
+		req.OutputTokenIDs, req.OutputTokens, req.OutputText = ids, len(ids), *t.answer
+	}
+	if sess.k > 0 && s.closed {
+		req.AfterPrevious, req.ThinkTime = true, t.think
+	}
+	req.Body = chatBody(s.opt.Model, sess.msgs, req.OutputTokens, "")
+	sess.prevID = req.ID
+	sess.k++
+	if sess.k < len(sess.turns) {
+		sess.next += sess.turns[sess.k].think
+		s.pending.push(sess)
+	}
+	return req, nil
+}
