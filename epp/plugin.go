@@ -144,11 +144,16 @@ func NewHandle(seed uint64) *Handle {
 
 // Rand returns a random stream for the named plugin. Streams are independent:
 // one plugin drawing more numbers never changes another's sequence, and the
-// same seed and name always give the same sequence.
+// same seed and name always give the same sequence. A nil Handle (plugins
+// built directly in tests) behaves as seed 0.
 func (h *Handle) Rand(pluginName string) *rand.Rand {
+	var seed uint64
+	if h != nil {
+		seed = h.seed
+	}
 	f := fnv.New64a()
 	f.Write([]byte(pluginName))
-	return rand.New(rand.NewPCG(h.seed, f.Sum64()))
+	return rand.New(rand.NewPCG(seed, f.Sum64()))
 }
 
 // Factory builds a plugin from its configured name and raw JSON parameters.

@@ -66,6 +66,25 @@ func (a *attributes) put(key DataKey, v any) {
 	*a = append(*a, attribute{key, v})
 }
 
+// Attr reads an endpoint attribute of type T stored by value or by pointer;
+// a nil pointer or a value of another type counts as missing.
+func Attr[T any](e *Endpoint, key DataKey) (T, bool) {
+	var zero T
+	v, ok := e.Get(key)
+	if !ok {
+		return zero, false
+	}
+	switch x := v.(type) {
+	case T:
+		return x, true
+	case *T:
+		if x != nil {
+			return *x, true
+		}
+	}
+	return zero, false
+}
+
 // Get returns the attribute stored under key for this request.
 func (e *Endpoint) Get(key DataKey) (any, bool) { return e.attrs.get(key) }
 
@@ -80,6 +99,16 @@ type DataKey struct {
 }
 
 func (k DataKey) String() string { return k.Type + "/" + k.Producer }
+
+// KeyOf returns the key of data type typ from producer, or from
+// defaultProducer when producer is empty (upstream
+// DataKey.WithNonEmptyProducerName).
+func KeyOf(typ, producer, defaultProducer string) DataKey {
+	if producer == "" {
+		producer = defaultProducer
+	}
+	return DataKey{Type: typ, Producer: producer}
+}
 
 // Data types produced and consumed by the built-in plugins, with the default
 // producer type that CreateMissingDataProducers instantiates for each.

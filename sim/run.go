@@ -419,12 +419,11 @@ func (r *runner) route(now int64, wr *workload.Request) {
 
 func matchFraction(e *epp.Endpoint, keys []epp.DataKey) (float64, bool) {
 	for _, k := range keys {
-		v, ok := e.Get(k)
+		m, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, k)
 		if !ok {
 			continue
 		}
-		m, ok := v.(epp.PrefixCacheMatchInfo)
-		if !ok || m.TotalBlocks == 0 {
+		if m.TotalBlocks == 0 {
 			return 0, true
 		}
 		return float64(m.MatchBlocks) / float64(m.TotalBlocks), true

@@ -76,7 +76,7 @@ func prefixCacheAffinityFactory(name string, params json.RawMessage, h *epp.Hand
 	if err := epp.DecodeParams(PrefixCacheAffinityType, name, params, &p); err != nil {
 		return nil, err
 	}
-	return NewPrefixCacheAffinity(name, p, handleRand(h, name))
+	return NewPrefixCacheAffinity(name, p, h.Rand(name))
 }
 
 // NewPrefixCacheAffinity validates p and returns the filter.
@@ -101,14 +101,14 @@ func NewPrefixCacheAffinity(name string, p PrefixCacheAffinityParams, rng *rand.
 		return nil, bad("peakPrefillThroughput must be > 0 when ttftSource is prefillThroughput")
 	}
 	if rng == nil {
-		rng = handleRand(nil, name)
+		rng = (*epp.Handle)(nil).Rand(name)
 	}
 	return &PrefixCacheAffinity{
 		TypedName: epp.TypedName{PluginType: PrefixCacheAffinityType, PluginName: name},
 		p:         p,
-		prefixKey: keyFor(epp.PrefixCacheMatchInfoType, p.PrefixMatchInfoProducerName, epp.ApproxPrefixProducer),
-		loadKey:   keyFor(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
-		latKey:    keyFor(epp.LatencyPredictionType, p.LatencyPredictionInfoProducerName, epp.LatencyProducer),
+		prefixKey: epp.KeyOf(epp.PrefixCacheMatchInfoType, p.PrefixMatchInfoProducerName, epp.ApproxPrefixProducer),
+		loadKey:   epp.KeyOf(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
+		latKey:    epp.KeyOf(epp.LatencyPredictionType, p.LatencyPredictionInfoProducerName, epp.LatencyProducer),
 		rng:       rng,
 	}, nil
 }
@@ -128,7 +128,7 @@ func (f *PrefixCacheAffinity) Consumes() []epp.Dependency {
 }
 
 func (f *PrefixCacheAffinity) matchRatio(e *epp.Endpoint) float64 {
-	info, ok := attr[epp.PrefixCacheMatchInfo](e, f.prefixKey)
+	info, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, f.prefixKey)
 	if !ok || info.TotalBlocks <= 0 {
 		return 0
 	}
@@ -227,8 +227,8 @@ func sloHeadroomTierFactory(name string, params json.RawMessage, h *epp.Handle) 
 	return &SLOHeadroomTier{
 		TypedName: epp.TypedName{PluginType: SLOHeadroomTierType, PluginName: name},
 		eps:       p.EpsilonExploreNeg,
-		key:       keyFor(epp.LatencyPredictionType, p.LatencyPredictionInfoProducerName, epp.LatencyProducer),
-		rng:       handleRand(h, name),
+		key:       epp.KeyOf(epp.LatencyPredictionType, p.LatencyPredictionInfoProducerName, epp.LatencyProducer),
+		rng:       h.Rand(name),
 	}, nil
 }
 

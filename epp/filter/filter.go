@@ -21,7 +21,6 @@ package filter
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -74,42 +73,10 @@ type SaturationDetector interface {
 	Saturation(eps []*epp.Endpoint, now int64) float64
 }
 
-func keyFor(typ, producer, defaultProducer string) epp.DataKey {
-	if producer == "" {
-		producer = defaultProducer
-	}
-	return epp.DataKey{Type: typ, Producer: producer}
-}
-
-// attr reads a per-endpoint attribute of type T stored by value or pointer.
-func attr[T any](e *epp.Endpoint, key epp.DataKey) (T, bool) {
-	var zero T
-	v, ok := e.Get(key)
-	if !ok {
-		return zero, false
-	}
-	switch x := v.(type) {
-	case T:
-		return x, true
-	case *T:
-		if x != nil {
-			return *x, true
-		}
-	}
-	return zero, false
-}
-
 // inFlight reads InFlightLoad under key; missing is zero load.
 func inFlight(e *epp.Endpoint, key epp.DataKey) epp.InFlightLoad {
-	l, _ := attr[epp.InFlightLoad](e, key)
+	l, _ := epp.Attr[epp.InFlightLoad](e, key)
 	return l
-}
-
-func handleRand(h *epp.Handle, name string) *rand.Rand {
-	if h == nil {
-		h = epp.NewHandle(0)
-	}
-	return h.Rand(name)
 }
 
 func now(c *epp.Cycle) int64 {

@@ -189,7 +189,7 @@ func NewConcurrencyDetector(name string, p ConcurrencyDetectorParams) (*Concurre
 		maxReq:    DefaultMaxConcurrency,
 		maxTok:    DefaultMaxTokenConcurrency,
 		mode:      ConcurrencyRequests,
-		key:       keyFor(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
+		key:       epp.KeyOf(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
 	}
 	if p.MaxConcurrency != nil {
 		d.maxReq = *p.MaxConcurrency
@@ -337,7 +337,7 @@ func NewUtilizationFilter(name string, p UtilizationFilterParams) (*UtilizationF
 		TypedName: epp.TypedName{PluginType: UtilizationFilterType, PluginName: name},
 		conds:     p.Conditions,
 		fallback:  p.FallbackOnEmpty,
-		key:       keyFor(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
+		key:       epp.KeyOf(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
 	}, nil
 }
 

@@ -42,21 +42,21 @@ func Register(r *epp.Registry) {
 		if err != nil {
 			return nil, err
 		}
-		return NewMaxScore(name, n, handleRand(h, name)), nil
+		return NewMaxScore(name, n, h.Rand(name)), nil
 	})
 	r.Register(RandomType, func(name string, params json.RawMessage, h *epp.Handle) (epp.Plugin, error) {
 		n, err := decode(RandomType, name, params)
 		if err != nil {
 			return nil, err
 		}
-		return NewRandom(name, n, handleRand(h, name)), nil
+		return NewRandom(name, n, h.Rand(name)), nil
 	})
 	r.Register(WeightedRandomType, func(name string, params json.RawMessage, h *epp.Handle) (epp.Plugin, error) {
 		n, err := decode(WeightedRandomType, name, params)
 		if err != nil {
 			return nil, err
 		}
-		return NewWeightedRandom(name, n, handleRand(h, name)), nil
+		return NewWeightedRandom(name, n, h.Rand(name)), nil
 	})
 }
 
@@ -66,15 +66,6 @@ func decode(typ, name string, params json.RawMessage) (int, error) {
 		return 0, err
 	}
 	return p.MaxNumOfEndpoints, nil
-}
-
-// handleRand returns the plugin's seeded stream; a nil handle (unit tests that
-// build plugins directly) gets the stream of seed 0.
-func handleRand(h *epp.Handle, name string) *rand.Rand {
-	if h == nil {
-		h = epp.NewHandle(0)
-	}
-	return h.Rand(name)
 }
 
 func normalizeMax(n int) int {

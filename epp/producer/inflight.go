@@ -136,12 +136,10 @@ func inputTokens(req *epp.Request) int64 {
 // the prefix producer's match info, (total−match)·bs plus any tail beyond
 // the indexed blocks; otherwise the whole input.
 func (f *InFlightLoad) uncached(e *epp.Endpoint, input int64) int64 {
-	if v, ok := e.Get(f.prefixKey); ok {
-		if info, ok := v.(epp.PrefixCacheMatchInfo); ok && info.BlockSizeTokens > 0 {
-			bs := int64(info.BlockSizeTokens)
-			indexed := int64(info.TotalBlocks) * bs
-			return max(0, indexed-int64(info.MatchBlocks)*bs) + max(0, input-indexed)
-		}
+	if info, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, f.prefixKey); ok && info.BlockSizeTokens > 0 {
+		bs := int64(info.BlockSizeTokens)
+		indexed := int64(info.TotalBlocks) * bs
+		return max(0, indexed-int64(info.MatchBlocks)*bs) + max(0, input-indexed)
 	}
 	return max(0, input)
 }

@@ -393,11 +393,7 @@ func (s *PrecisePrefixScorer) Score(c *epp.Cycle, req *epp.Request, eps []*epp.E
 		_ = s.Produce(c, req, eps)
 	}
 	for i, e := range eps {
-		v, ok := e.Get(s.key)
-		if !ok {
-			continue
-		}
-		info, ok := v.(epp.PrefixCacheMatchInfo)
+		info, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, s.key)
 		if !ok || info.TotalBlocks == 0 {
 			continue
 		}

@@ -48,7 +48,7 @@ func NewActiveRequest(name string, p ActiveRequestParams) *ActiveRequest {
 		TypedName: epp.TypedName{PluginType: ActiveRequestType, PluginName: name},
 		idle:      max(p.IdleThreshold, 0),
 		maxBusy:   1.0,
-		key:       keyFor(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
+		key:       epp.KeyOf(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
 	}
 	if p.MaxBusyScore != nil && *p.MaxBusyScore >= 0 && *p.MaxBusyScore <= 1 {
 		s.maxBusy = *p.MaxBusyScore
@@ -117,8 +117,8 @@ func NewTokenLoad(name string, p TokenLoadParams) *TokenLoad {
 	return &TokenLoad{
 		TypedName:   epp.TypedName{PluginType: TokenLoadType, PluginName: name},
 		threshold:   float64(p.QueueThresholdTokens),
-		loadKey:     keyFor(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
-		uncachedKey: keyFor(epp.UncachedRequestTokensType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
+		loadKey:     epp.KeyOf(epp.InFlightLoadType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
+		uncachedKey: epp.KeyOf(epp.UncachedRequestTokensType, p.InFlightLoadProducerName, epp.InFlightLoadProducer),
 	}
 }
 
@@ -132,7 +132,7 @@ func (s *TokenLoad) Consumes() []epp.Dependency {
 func (s *TokenLoad) Score(_ *epp.Cycle, _ *epp.Request, eps []*epp.Endpoint, scores []float64) {
 	for i, e := range eps {
 		load := float64(inFlight(e, s.loadKey).Tokens)
-		if u, ok := attr[epp.UncachedRequestTokens](e, s.uncachedKey); ok {
+		if u, ok := epp.Attr[epp.UncachedRequestTokens](e, s.uncachedKey); ok {
 			load += float64(u.Tokens)
 		}
 		if load <= 0 {

@@ -80,8 +80,8 @@ func NewLatency(name string, p LatencyParams) (*Latency, error) {
 		wkv:       wkv / sum,
 		wq:        wq / sum,
 		wp:        wp / sum,
-		predKey:   keyFor(epp.LatencyPredictionType, p.LatencyPredictionInfoProducerName, epp.LatencyProducer),
-		prefixKey: keyFor(epp.PrefixCacheMatchInfoType, p.PrefixMatchInfoProducerName, epp.ApproxPrefixProducer),
+		predKey:   epp.KeyOf(epp.LatencyPredictionType, p.LatencyPredictionInfoProducerName, epp.LatencyProducer),
+		prefixKey: epp.KeyOf(epp.PrefixCacheMatchInfoType, p.PrefixMatchInfoProducerName, epp.ApproxPrefixProducer),
 	}, nil
 }
 
@@ -149,7 +149,7 @@ func (s *MMEmbeddingsCache) Consumes() []epp.Dependency {
 // Score implements epp.Scorer.
 func (s *MMEmbeddingsCache) Score(_ *epp.Cycle, _ *epp.Request, eps []*epp.Endpoint, scores []float64) {
 	for i, e := range eps {
-		info, ok := attr[EncoderCacheMatchInfo](e, s.key)
+		info, ok := epp.Attr[EncoderCacheMatchInfo](e, s.key)
 		if !ok || info.TotalWeight <= 0 {
 			scores[i] = 0
 			continue

@@ -56,7 +56,7 @@ func NewPrefixCache(name string, p PrefixCacheParams) (*PrefixCache, error) {
 	}
 	return &PrefixCache{
 		TypedName: epp.TypedName{PluginType: PrefixCacheType, PluginName: name},
-		key:       keyFor(epp.PrefixCacheMatchInfoType, p.PrefixMatchInfoProducerName, epp.ApproxPrefixProducer),
+		key:       epp.KeyOf(epp.PrefixCacheMatchInfoType, p.PrefixMatchInfoProducerName, epp.ApproxPrefixProducer),
 		weight:    p.MatchLengthWeight,
 		scale:     float64(p.MatchLengthScaleTokens),
 	}, nil
@@ -148,7 +148,7 @@ func NewNoHitLRU(name string, p NoHitLRUParams) (*NoHitLRU, error) {
 	}
 	return &NoHitLRU{
 		TypedName: epp.TypedName{PluginType: NoHitLRUType, PluginName: name},
-		key:       keyFor(epp.PrefixCacheMatchInfoType, p.PrefixMatchInfoProducerName, epp.ApproxPrefixProducer),
+		key:       epp.KeyOf(epp.PrefixCacheMatchInfoType, p.PrefixMatchInfoProducerName, epp.ApproxPrefixProducer),
 		stateKey:  epp.DataKey{Type: "no-hit-lru.cold", Producer: name},
 		cache:     c,
 	}, nil

@@ -76,42 +76,14 @@ func noParams(mk func(name string) epp.Plugin) epp.Factory {
 	}
 }
 
-// keyFor returns DataKey{typ, producer}, with the default producer when the
-// configured name is empty (upstream DataKey.WithNonEmptyProducerName).
-func keyFor(typ, producer, defaultProducer string) epp.DataKey {
-	if producer == "" {
-		producer = defaultProducer
-	}
-	return epp.DataKey{Type: typ, Producer: producer}
-}
-
-// attr reads a per-endpoint attribute of type T stored by value or by
-// pointer; a nil pointer or another type counts as missing.
-func attr[T any](e *epp.Endpoint, key epp.DataKey) (T, bool) {
-	var zero T
-	v, ok := e.Get(key)
-	if !ok {
-		return zero, false
-	}
-	switch x := v.(type) {
-	case T:
-		return x, true
-	case *T:
-		if x != nil {
-			return *x, true
-		}
-	}
-	return zero, false
-}
-
 // prefixInfo reads the PrefixCacheMatchInfo under key.
 func prefixInfo(e *epp.Endpoint, key epp.DataKey) (epp.PrefixCacheMatchInfo, bool) {
-	return attr[epp.PrefixCacheMatchInfo](e, key)
+	return epp.Attr[epp.PrefixCacheMatchInfo](e, key)
 }
 
 // inFlight reads the InFlightLoad under key; missing is zero load.
 func inFlight(e *epp.Endpoint, key epp.DataKey) epp.InFlightLoad {
-	l, _ := attr[epp.InFlightLoad](e, key)
+	l, _ := epp.Attr[epp.InFlightLoad](e, key)
 	return l
 }
 
