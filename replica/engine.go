@@ -175,9 +175,11 @@ func (e *Engine) ChainHashes(tokens []uint32, cacheSalt string) []uint64 {
 func (e *Engine) ensureHashes(r *Request, n int) {
 	bs := e.cfg.BlockSize
 	for i := len(r.hashes); i < n; i++ {
-		parent := e.hasher.Root(r.CacheSalt)
+		var parent uint64
 		if i > 0 {
 			parent = r.hashes[i-1]
+		} else {
+			parent = e.hasher.Root(r.CacheSalt)
 		}
 		r.hashes = append(r.hashes, e.hasher.Next(parent, r.blockTokens(i, bs, &e.scratch)))
 	}
