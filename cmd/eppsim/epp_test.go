@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,23 +12,12 @@ import (
 
 const sharedEPPConfigs = "../../../shared/epp-configs"
 
-func runEPP(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), errb.String(), err
-}
-
 func TestEPPValidateShippedConfigs(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(sharedEPPConfigs, "*.yaml"))
 	if len(files) == 0 {
 		t.Skip("shared configs not found")
 	}
-	out, stderr, err := runEPP(t, append([]string{"epp", "validate"}, files...)...)
+	out, stderr, err := runCLI(t, append([]string{"epp", "validate"}, files...)...)
 	if err != nil {
 		t.Fatalf("validate: %v\n%s", err, stderr)
 	}
@@ -51,7 +39,7 @@ func TestEPPValidateShippedConfigs(t *testing.T) {
 }
 
 func TestEPPValidateDefault(t *testing.T) {
-	out, _, err := runEPP(t, "epp", "validate")
+	out, _, err := runCLI(t, "epp", "validate")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +63,7 @@ func TestEPPValidateInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := filepath.Join(sharedEPPConfigs, "epp-config.yaml")
-	_, stderr, err := runEPP(t, "epp", "validate", bad, good)
+	_, stderr, err := runCLI(t, "epp", "validate", bad, good)
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
@@ -93,7 +81,7 @@ func TestEPPValidateYAMLRoundTrip(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Skip("shared config missing")
 	}
-	out, _, err := runEPP(t, "epp", "validate", "-o", "yaml", path)
+	out, _, err := runCLI(t, "epp", "validate", "-o", "yaml", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +92,7 @@ func TestEPPValidateYAMLRoundTrip(t *testing.T) {
 	if l.ProfileHandler != "disagg-profile-handler" || len(l.AutoProducers) != 0 {
 		t.Errorf("reloaded: handler %q auto %v", l.ProfileHandler, l.AutoProducers)
 	}
-	if _, _, err := runEPP(t, "epp", "validate", "-o", "json", path); err != nil {
+	if _, _, err := runCLI(t, "epp", "validate", "-o", "json", path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -114,7 +102,7 @@ func TestEPPValidateYAMLRoundTrip(t *testing.T) {
 // 0.5; queue min-max over (0,3,0) → (1,0,1); kv 1−usage → (0.7,0.38,0.95).
 // Totals 2·1+2·0.7+3·0.5 = 4.9, 0.76, 3.9 → pod-a.
 func TestEPPExplain(t *testing.T) {
-	out, stderr, err := runEPP(t, "epp", "explain",
+	out, stderr, err := runCLI(t, "epp", "explain",
 		"--endpoints", "testdata/epp-explain-endpoints.yaml",
 		"--request", "testdata/epp-explain-request.yaml", "--seed", "7")
 	if err != nil {
@@ -148,7 +136,7 @@ func TestEPPExplainFilters(t *testing.T) {
 	if err := os.WriteFile(req, []byte(`{"model":"m","prompt":"hello","max_tokens":4}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := runEPP(t, "epp", "explain", "--config", cfg,
+	out, _, err := runCLI(t, "epp", "explain", "--config", cfg,
 		"--endpoints", "testdata/epp-explain-endpoints.yaml", "--request", req)
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +155,7 @@ func TestEPPExplainFilters(t *testing.T) {
 	if err := os.WriteFile(eps, []byte("endpoints:\n- name: a\n  labels: {llm-d.ai/role: prefill}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err = runEPP(t, "epp", "explain", "--config", cfg, "--endpoints", eps, "--request", req)
+	out, _, err = runCLI(t, "epp", "explain", "--config", cfg, "--endpoints", eps, "--request", req)
 	if err == nil || exitCode(err) != 1 {
 		t.Fatalf("err %v", err)
 	}
@@ -182,11 +170,11 @@ func TestEPPExplainBadInput(t *testing.T) {
 	if err := os.WriteFile(eps, []byte("endpoints:\n- name: a\n  metrics: {queue: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := runEPP(t, "epp", "explain", "--endpoints", eps, "--request", "testdata/epp-explain-request.yaml")
+	_, _, err := runCLI(t, "epp", "explain", "--endpoints", eps, "--request", "testdata/epp-explain-request.yaml")
 	if err == nil || !strings.Contains(err.Error(), `unknown field "queue"`) {
 		t.Errorf("err %v", err)
 	}
-	_, _, err = runEPP(t, "epp", "explain", "--endpoints", eps)
+	_, _, err = runCLI(t, "epp", "explain", "--endpoints", eps)
 	if err == nil || !strings.Contains(err.Error(), "--endpoints and --request are required") {
 		t.Errorf("err %v", err)
 	}
@@ -230,7 +218,7 @@ func TestEPPHashWired(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"prompt":"hello"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := runEPP(t, "epp", "hash", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--request", p)
+	out, _, err := runCLI(t, "epp", "hash", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--request", p)
 	if err != nil || !strings.Contains(out, `"1701567078521826322"`) {
 		t.Errorf("hash: %v\n%s", err, out)
 	}

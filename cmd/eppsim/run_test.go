@@ -1,25 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 )
 
-func runCLI(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
-
 func TestRunBuiltinSideBySide(t *testing.T) {
-	out, err := runCLI(t, "run", "--max-requests", "40", "--replicas", "2", "--epp-config", "default", "--epp-config", "default", "--json")
+	out, _, err := runCLI(t, "run", "--max-requests", "40", "--replicas", "2", "--epp-config", "default", "--epp-config", "default", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +29,7 @@ func TestRunBuiltinSideBySide(t *testing.T) {
 	if s.Requests.Total != 40 || s.Requests.Completed != 40 || s.Cache.Oracle < s.Cache.True || s.Cache.True <= 0 {
 		t.Fatalf("summary %+v", s)
 	}
-	table, err := runCLI(t, "run", "--max-requests", "20", "--replicas", "2")
+	table, _, err := runCLI(t, "run", "--max-requests", "20", "--replicas", "2")
 	if err != nil || !strings.Contains(table, "true hit ratio") || !strings.Contains(table, "20/20") {
 		t.Fatalf("table output (%v):\n%s", err, table)
 	}
@@ -54,7 +42,7 @@ func TestRunBadInput(t *testing.T) {
 		{"run", "--trace", "/nonexistent/trace.jsonl"},
 		{"run", "--epp-config", "/nonexistent/config.yaml"},
 	} {
-		if _, err := runCLI(t, args...); err == nil || exitCode(err) != 2 {
+		if _, _, err := runCLI(t, args...); err == nil || exitCode(err) != 2 {
 			t.Errorf("%v: err %v (exit %d), want exit 2", args, err, exitCode(err))
 		}
 	}

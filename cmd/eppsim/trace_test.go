@@ -17,19 +17,8 @@ const (
 	sharedMooncake = "../../../shared/traces/mooncake_conversation_trace.jsonl"
 )
 
-func runTrace(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs(append([]string{"trace"}, args...))
-	err := root.Execute()
-	return out.String(), errb.String(), err
-}
-
 func TestTraceInspectText(t *testing.T) {
-	out, _, err := runTrace(t, "inspect", filepath.Join(traceFixtures, "mooncake.jsonl"))
+	out, _, err := runCLI(t, "trace", "inspect", filepath.Join(traceFixtures, "mooncake.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +43,7 @@ func TestTraceInspectSharedMooncake(t *testing.T) {
 	if _, err := os.Stat(sharedMooncake); err != nil {
 		t.Skip("shared Mooncake trace not present")
 	}
-	out, _, err := runTrace(t, "inspect", "--json", sharedMooncake)
+	out, _, err := runCLI(t, "trace", "inspect", "--json", sharedMooncake)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +59,10 @@ func TestTraceInspectSharedMooncake(t *testing.T) {
 func TestTraceSynthConvertRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
-	if _, _, err := runTrace(t, "synth", "--preset", "chat", "--sessions", "8", "--seed", "5", "--out", a); err != nil {
+	if _, _, err := runCLI(t, "trace", "synth", "--preset", "chat", "--sessions", "8", "--seed", "5", "--out", a); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runTrace(t, "synth", "--preset", "chat", "--sessions", "8", "--seed", "5", "--out", b); err != nil {
+	if _, _, err := runCLI(t, "trace", "synth", "--preset", "chat", "--sessions", "8", "--seed", "5", "--out", b); err != nil {
 		t.Fatal(err)
 	}
 	da, _ := os.ReadFile(a)
@@ -87,7 +76,7 @@ func TestTraceSynthConvertRoundTrip(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
-	out, _, err := runTrace(t, "inspect", "--json", a)
+	out, _, err := runCLI(t, "trace", "inspect", "--json", a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +88,7 @@ func TestTraceSynthConvertRoundTrip(t *testing.T) {
 	// Mooncake -> OpenAI JSONL: the completions prompt text tokenizes back
 	// to the synthesized tokens.
 	c := filepath.Join(dir, "c.jsonl")
-	if _, _, err := runTrace(t, "convert", "--to", "openai-jsonl", filepath.Join(traceFixtures, "mooncake.jsonl"), "--out", c); err != nil {
+	if _, _, err := runCLI(t, "trace", "convert", "--to", "openai-jsonl", filepath.Join(traceFixtures, "mooncake.jsonl"), "--out", c); err != nil {
 		t.Fatal(err)
 	}
 	orig := traceRead(t, filepath.Join(traceFixtures, "mooncake.jsonl"))
@@ -151,7 +140,7 @@ func TestTraceBadInput(t *testing.T) {
 		{[]string{"convert", bad, "--out", filepath.Join(dir, "z")}, "hash_ids: 1 ids"},
 	}
 	for _, tt := range tests {
-		_, _, err := runTrace(t, tt.args...)
+		_, _, err := runCLI(t, append([]string{"trace"}, tt.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) || exitCode(err) != 2 {
 			t.Errorf("trace %v: error %v (exit %d), want %q and exit 2", tt.args, err, exitCode(err), tt.want)
 		}
@@ -160,7 +149,7 @@ func TestTraceBadInput(t *testing.T) {
 		t.Error("failed convert left an output file")
 	}
 	// --skip-invalid counts and reports instead.
-	out, stderr, err := runTrace(t, "inspect", "--skip-invalid", bad)
+	out, stderr, err := runCLI(t, "trace", "inspect", "--skip-invalid", bad)
 	if err != nil || !strings.Contains(out, "requests:        0 (1 invalid records skipped)") || !strings.Contains(stderr, "skipped 1 invalid record(s)") {
 		t.Errorf("skip-invalid: %v\n%s\n%s", err, out, stderr)
 	}
