@@ -33,6 +33,7 @@ type BlockPool struct {
 	cached             map[uint64]int32 // hash -> oldest block holding it
 	events             *eventLog
 	evictions          int64
+	fresh              []int32 // scratch for Free
 }
 
 // NewBlockPool returns a pool of numBlocks blocks (block 0 is the null
@@ -167,7 +168,11 @@ func (p *BlockPool) CacheBlock(b int32, hash uint64) {
 // passes a request's blocks in reverse so that tail blocks are evicted first
 // (A.4). A block reaching 0 goes to the back of the queue if it holds a hash
 // (it stays hittable until popped) and to the front if it was never filled.
+//
+// Like block_pool.free_blocks (prepend_n(fresh), append_n(cached)), the
+// unfilled blocks keep their relative order as a group at the front.
 func (p *BlockPool) Free(ids []int32) {
+	fresh := p.fresh[:0]
 	for _, b := range ids {
 		blk := &p.blocks[b]
 		blk.refCnt--
@@ -180,9 +185,13 @@ func (p *BlockPool) Free(ids []int32) {
 		if blk.hashed {
 			p.pushBack(b)
 		} else {
-			p.pushFront(b)
+			fresh = append(fresh, b)
 		}
 	}
+	for i := len(fresh) - 1; i >= 0; i-- {
+		p.pushFront(fresh[i])
+	}
+	p.fresh = fresh
 }
 
 // Reset clears the prefix cache if every block but the null block is free

@@ -427,3 +427,20 @@ func TestAddRejectsTooLong(t *testing.T) {
 		t.Fatal("empty prompt accepted")
 	}
 }
+
+func TestFreeKeepsUnfilledBlocksInOrder(t *testing.T) {
+	// Without prefix caching no block is hashed: a finished request's blocks
+	// [1 2 3 4], freed in reverse, are prepended as one group (prepend_n),
+	// so the queue front reads 4 3 2 1 followed by the untouched 5..8.
+	e, err := NewEngine(Config{BlockSize: 16, NumGPUBlocks: 9, MaxNumBatchedTokens: 8192, MaxNumSeqs: 4,
+		DisablePrefixCaching: true, CheckInvariants: true}, &Linear{StepUs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: t, e: e}
+	c.add(&Request{ID: 1, Prompt: seq(0, 64), OutputLen: 1})
+	c.drain()
+	if got, want := e.Pool().FreeOrder(), []int32{4, 3, 2, 1, 5, 6, 7, 8}; !slices.Equal(got, want) {
+		t.Fatalf("free queue = %v, want %v", got, want)
+	}
+}
