@@ -121,6 +121,10 @@ type KVEvent struct {
 	BlockSize       int
 	LoraName        string
 	Medium          string // "" means GPU
+	// ExtraKeys holds each stored block's extra keys, aligned with
+	// BlockHashes (nil when no block has any): multimodal identifiers and,
+	// on a request's first block, its cache salt (vllm-engine.md A.1).
+	ExtraKeys [][]string
 }
 
 // NotSimulated is implemented by plugins eppsim accepts in a configuration

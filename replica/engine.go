@@ -264,7 +264,12 @@ func (e *Engine) cacheFullBlocks(r *Request, numTokens int) {
 				toks = append(toks, r.token(j))
 			}
 		}
-		e.events.stored(slices.Clone(r.hashes[first:full]), parent, first > 0, toks, bs)
+		var extra [][]string
+		if first == 0 && r.CacheSalt != "" {
+			extra = make([][]string, full)
+			extra[0] = []string{r.CacheSalt}
+		}
+		e.events.stored(slices.Clone(r.hashes[first:full]), parent, first > 0, toks, bs, extra)
 	}
 	r.numCachedBlocks = full
 }

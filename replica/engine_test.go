@@ -444,3 +444,21 @@ func TestFreeKeepsUnfilledBlocksInOrder(t *testing.T) {
 		t.Fatalf("free queue = %v, want %v", got, want)
 	}
 }
+
+func TestKVEventCarriesCacheSalt(t *testing.T) {
+	// vLLM puts cache_salt in the first block's extra keys (A.1); the
+	// BlockStored event carries it there, and salted prefixes are not shared.
+	e, rec := newTestEngine(t, 64, 8192, 4)
+	c := &clock{t: t, e: e}
+	c.add(&Request{ID: 1, Prompt: seq(0, 40), OutputLen: 1, CacheSalt: "s1"})
+	c.drain()
+	r := c.add(&Request{ID: 2, Prompt: seq(0, 40), OutputLen: 1})
+	c.drain()
+	ev := rec.events[0]
+	if len(ev.ExtraKeys) != 2 || !slices.Equal(ev.ExtraKeys[0], []string{"s1"}) || ev.ExtraKeys[1] != nil {
+		t.Fatalf("extra keys %q", ev.ExtraKeys)
+	}
+	if rec.events[1].ExtraKeys != nil || r.NumCachedTokens != 0 {
+		t.Fatalf("unsalted request: extra keys %q, reuse %d", rec.events[1].ExtraKeys, r.NumCachedTokens)
+	}
+}

@@ -34,6 +34,10 @@ type Event struct {
 	HasParent  bool
 	TokenIDs   []uint32
 	BlockSize  int
+	// ExtraKeys are the stored blocks' extra keys, aligned with
+	// BlockHashes; only a request's first block has one, its cache salt
+	// (A.1). Nil when no block has extra keys.
+	ExtraKeys [][]string
 }
 
 // Subscriber receives the events of each engine step, in the order they
@@ -50,11 +54,11 @@ type eventLog struct {
 	buf     []Event
 }
 
-func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, bs int) {
+func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, bs int, extra [][]string) {
 	if l == nil || !l.enabled {
 		return
 	}
-	l.buf = append(l.buf, Event{Kind: BlockStored, BlockHashes: hashes, ParentHash: parent, HasParent: hasParent, TokenIDs: tokens, BlockSize: bs})
+	l.buf = append(l.buf, Event{Kind: BlockStored, BlockHashes: hashes, ParentHash: parent, HasParent: hasParent, TokenIDs: tokens, BlockSize: bs, ExtraKeys: extra})
 }
 
 func (l *eventLog) removed(h uint64) {

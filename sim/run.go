@@ -150,7 +150,7 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 	out := make([]epp.KVEvent, len(batch))
 	for i, ev := range batch {
 		out[i] = epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
-			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize}
+			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys}
 	}
 	r := f.run
 	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})

@@ -131,7 +131,7 @@ func (x *Indexer) blockStored(pod, model string, ev *epp.KVEvent) {
 	if ev.LoraName != "" {
 		model = ev.LoraName
 	}
-	rks := x.hasher.Keys(parent, ev.TokenIDs, model, nil)
+	rks := x.hasher.Keys(parent, ev.TokenIDs, model, x.realign(ev))
 	if len(rks) == 0 {
 		// Location-only event (no tokens, e.g. an offload to CPU): resolve
 		// the engine keys already mapped and add this tier.
@@ -155,6 +155,28 @@ func (x *Indexer) blockStored(pod, model string, ev *epp.KVEvent) {
 	}
 	x.index.add(ev.BlockHashes, rks, []entry{ent})
 	x.trackStore(ent, ev.BlockHashes)
+}
+
+// realign maps an event's per-engine-block extra keys onto the indexer's
+// blocks by token position (spec §6.3: extras are re-aligned to the EPP
+// block size).
+func (x *Indexer) realign(ev *epp.KVEvent) [][]string {
+	if len(ev.ExtraKeys) == 0 || ev.BlockSize <= 0 {
+		return nil
+	}
+	bs := x.hasher.blockSize
+	out := make([][]string, len(ev.TokenIDs)/bs)
+	if len(out) == 0 {
+		return nil
+	}
+	for i, keys := range ev.ExtraKeys {
+		b := i * ev.BlockSize / bs
+		if b >= len(out) {
+			break
+		}
+		out[b] = append(out[b], keys...)
+	}
+	return out
 }
 
 func (x *Indexer) trackStore(ent entry, hashes []uint64) {
