@@ -42,6 +42,22 @@ type Options struct {
 	Warmup int64
 	// OnRecord receives each request's record when it is final.
 	OnRecord func(*Record)
+	// SampleInterval > 0 makes the run call OnSample for every replica at
+	// each multiple of it while the run is active (for time series).
+	SampleInterval int64
+	OnSample       func(*Sample)
+}
+
+// Sample is one replica's state at one instant.
+type Sample struct {
+	Time    int64
+	Replica int
+	Waiting int
+	Running int
+	KVUsage float64
+	// Cumulative prefix-cache counters in tokens (vllm:prefix_cache_*).
+	PrefixQueries int64
+	PrefixHits    int64
 }
 
 // Outcome is how a request ended.
@@ -115,6 +131,7 @@ const (
 	evScrape
 	evKV
 	evRelease
+	evSample
 )
 
 const kindShift = 56
@@ -237,6 +254,9 @@ func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Opti
 	// The first scrape precedes the first arrival (same instant, scheduled
 	// first) so the EPP knows cache_config_info from the start.
 	r.loop.At(0, r, arg(evScrape, 0))
+	if opts.SampleInterval > 0 && opts.OnSample != nil {
+		r.loop.At(0, r, arg(evSample, 0))
+	}
 	r.pull()
 	r.loop.Run(-1)
 	if r.err != nil {
@@ -305,6 +325,8 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.stepEnd(now, idx)
 	case evScrape:
 		r.scrape(now)
+	case evSample:
+		r.sample(now)
 	case evKV:
 		b := r.kv[idx]
 		r.kv[idx] = kvBatch{}
@@ -524,6 +546,18 @@ func (r *runner) scrape(now int64) {
 	}
 	if r.active() {
 		r.loop.At(now+r.opts.ScrapeInterval, r, arg(evScrape, 0))
+	}
+}
+
+// sample reports every replica's state and re-arms while the run is active.
+func (r *runner) sample(now int64) {
+	for i, fr := range r.fleet {
+		g := fr.eng.Gauges()
+		r.opts.OnSample(&Sample{Time: now, Replica: i, Waiting: g.NumRequestsWaiting, Running: g.NumRequestsRunning,
+			KVUsage: g.KVCacheUsagePerc, PrefixQueries: g.PrefixCacheQueries, PrefixHits: g.PrefixCacheHits})
+	}
+	if r.active() {
+		r.loop.At(now+r.opts.SampleInterval, r, arg(evSample, 0))
 	}
 }
 

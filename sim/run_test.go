@@ -176,3 +176,23 @@ func TestRunClosedLoopRelease(t *testing.T) {
 		t.Fatalf("turn 1 reused %d, want 496", recs[1].CachedTokens)
 	}
 }
+
+func TestRunSamples(t *testing.T) {
+	var samples []Sample
+	_, err := Run(&sliceSource{reqs: []*workload.Request{req(0, 0, tokens(0, 1024), 200), req(1, 0, tokens(0, 1024), 200)}},
+		testRouter(), testFleet(t, 2, 2000), Options{SampleInterval: second / 2, OnSample: func(s *Sample) { samples = append(samples, *s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One sample per replica at t=0, 0.5 s, ... until the run goes idle.
+	if len(samples) < 4 || len(samples)%2 != 0 || samples[0].Time != 0 || samples[2].Time != second/2 || samples[3].Replica != 1 {
+		t.Fatalf("samples %+v", samples)
+	}
+	last := samples[len(samples)-1]
+	if last.Running != 0 || last.PrefixQueries != 1024 {
+		t.Fatalf("last sample %+v", last)
+	}
+	if s := samples[1]; s.Running != 0 || s.Waiting != 0 {
+		t.Fatalf("at t=0 nothing has reached replica 1 yet: %+v", s)
+	}
+}
