@@ -91,6 +91,14 @@ type Record struct {
 	HasPredicted     bool
 	PredictedPrecise float64
 	HasPrecise       bool
+	// PredictedBlocks and PreciseBlocks are the producers' TotalBlocks:
+	// one router block is 1/TotalBlocks of the prompt.
+	PredictedBlocks int
+	PreciseBlocks   int
+	// RoutedCachedTokens is the chosen replica's cached prefix at routing
+	// time; it differs from CachedTokens when the cache changed between
+	// routing and first scheduling.
+	RoutedCachedTokens int
 	// Tied is true when the pick shared the top score.
 	Tied bool
 	// Times (ns): TTFT and E2E from Arrival; Queue from replica arrival to
@@ -175,27 +183,28 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 }
 
 type runner struct {
-	loop     Loop
-	opts     Options
-	router   *epp.Router
-	src      workload.Source
-	fleet    []*fleetReplica
-	byName   map[string]int
-	hashEng  *replica.Engine
-	approx   []epp.DataKey
-	precise  []epp.DataKey
-	flights  []*flight
-	freeF    []int
-	slotByID map[int64]int // in-flight request id -> flights index
-	kv       []kvBatch
-	freeKV   []int
-	next     *workload.Request
-	srcDone  bool
-	injected int
-	parked   map[int64]*workload.Request // closed-loop turns waiting for Prev
-	doneAt   map[int64]int64             // completion time of requests a later turn may follow
-	res      Result
-	err      error
+	loop          Loop
+	opts          Options
+	router        *epp.Router
+	src           workload.Source
+	fleet         []*fleetReplica
+	byName        map[string]int
+	hashEng       *replica.Engine
+	approx        []epp.DataKey
+	precise       []epp.DataKey
+	flights       []*flight
+	freeF         []int
+	slotByID      map[int64]int // in-flight request id -> flights index
+	cachedScratch []int
+	kv            []kvBatch
+	freeKV        []int
+	next          *workload.Request
+	srcDone       bool
+	injected      int
+	parked        map[int64]*workload.Request // closed-loop turns waiting for Prev
+	doneAt        map[int64]int64             // completion time of requests a later turn may follow
+	res           Result
+	err           error
 }
 
 // Run simulates the workload on the fleet behind router. The router must be
@@ -412,9 +421,13 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	f.er = &epp.Request{ID: strconv.FormatInt(wr.ID, 10), TargetModel: wr.Model, Headers: headers, Path: wr.Endpoint,
 		Body: wr.Body, ServerPromptTokens: wr.PromptTokens}
 	hashes := r.hashEng.ChainHashes(wr.PromptTokens, wr.CacheSalt)
+	cached := r.cachedScratch[:0]
 	for _, fr := range r.fleet {
-		f.rec.OracleCachedTokens = max(f.rec.OracleCachedTokens, fr.eng.CachedPrefixTokens(hashes, len(wr.PromptTokens)))
+		c := fr.eng.CachedPrefixTokens(hashes, len(wr.PromptTokens))
+		cached = append(cached, c)
+		f.rec.OracleCachedTokens = max(f.rec.OracleCachedTokens, c)
 	}
+	r.cachedScratch = cached
 	res, err := r.router.Schedule(&epp.Cycle{Now: now}, f.er)
 	if err != nil {
 		f.rec.Outcome, f.rec.Reason = Rejected, err.Error()
@@ -428,29 +441,31 @@ func (r *runner) route(now int64, wr *workload.Request) {
 		return
 	}
 	f.res, f.replica, f.rec.Replica = res, idx, idx
+	f.rec.RoutedCachedTokens = cached[idx]
 	if pr := res.Profiles[res.PrimaryProfile]; pr != nil && pr.Trace != nil {
 		f.rec.Tied = pr.Trace.Tied
 	}
-	f.rec.Predicted, f.rec.HasPredicted = matchFraction(target, r.approx)
-	f.rec.PredictedPrecise, f.rec.HasPrecise = matchFraction(target, r.precise)
+	f.rec.Predicted, f.rec.PredictedBlocks, f.rec.HasPredicted = matchFraction(target, r.approx)
+	f.rec.PredictedPrecise, f.rec.PreciseBlocks, f.rec.HasPrecise = matchFraction(target, r.precise)
 	f.rr = &replica.Request{ID: wr.ID, Prompt: wr.PromptTokens, OutputLen: max(wr.OutputTokens, 1), Output: wr.OutputTokenIDs,
 		CacheSalt: wr.CacheSalt, PromptHashes: hashes}
 	slot := r.newFlight(f)
 	r.loop.At(now+r.opts.EPPLatency+r.opts.NetworkLatency, r, arg(evDeliver, slot))
 }
 
-func matchFraction(e *epp.Endpoint, keys []epp.DataKey) (float64, bool) {
+// matchFraction returns the first producer's match/total on e and total.
+func matchFraction(e *epp.Endpoint, keys []epp.DataKey) (frac float64, total int, ok bool) {
 	for _, k := range keys {
 		m, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, k)
 		if !ok {
 			continue
 		}
 		if m.TotalBlocks == 0 {
-			return 0, true
+			return 0, 0, true
 		}
-		return float64(m.MatchBlocks) / float64(m.TotalBlocks), true
+		return float64(m.MatchBlocks) / float64(m.TotalBlocks), m.TotalBlocks, true
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // deliver hands a routed request to its replica.
