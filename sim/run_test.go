@@ -103,7 +103,7 @@ func TestRunIdenticalPromptsReuse(t *testing.T) {
 	if res.Completed != 2 || res.Injected != 2 || len(recs) != 2 {
 		t.Fatalf("result %+v records %d", res, len(recs))
 	}
-	if recs[1].CachedTokens != 1008 || recs[1].OracleCachedTokens != 1008 || recs[0].CachedTokens != 0 {
+	if recs[1].CachedTokens != 1008 || recs[1].OracleCachedTokens != 1008 || recs[1].RoutedCachedTokens != 1008 || recs[0].CachedTokens != 0 {
 		t.Fatalf("cached %d/%d oracle %d", recs[0].CachedTokens, recs[1].CachedTokens, recs[1].OracleCachedTokens)
 	}
 	// An extension by one 512-token block reuses exactly the earlier
@@ -119,7 +119,7 @@ func TestRunRoundRobinRegret(t *testing.T) {
 	// oracle 1,008.
 	p := tokens(0, 1024)
 	recs, _ := run(t, []*workload.Request{req(0, 0, p, 5), req(1, 5*second, p, 5)}, testFleet(t, 2, 2000), Options{})
-	if recs[0].Replica != 0 || recs[1].Replica != 1 || recs[1].CachedTokens != 0 || recs[1].OracleCachedTokens != 1008 {
+	if recs[0].Replica != 0 || recs[1].Replica != 1 || recs[1].CachedTokens != 0 || recs[1].RoutedCachedTokens != 0 || recs[1].OracleCachedTokens != 1008 {
 		t.Fatalf("records %+v", recs)
 	}
 }
