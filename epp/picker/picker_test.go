@@ -404,3 +404,19 @@ func TestMaxScoreTopKMatchesStableSort(t *testing.T) {
 		}
 	}
 }
+
+func TestRoundRobinCycles(t *testing.T) {
+	p := NewRoundRobin("rr")
+	eps := []*epp.Endpoint{{EndpointInfo: &epp.EndpointInfo{Name: "a"}}, {EndpointInfo: &epp.EndpointInfo{Name: "b"}}, {EndpointInfo: &epp.EndpointInfo{Name: "c"}}}
+	var got []string
+	for range 7 {
+		scored := []epp.ScoredEndpoint{{Endpoint: eps[0], Score: 1}, {Endpoint: eps[1]}, {Endpoint: eps[2]}}
+		got = append(got, p.Pick(nil, nil, scored)[0].Name)
+	}
+	if want := "a b c a b c a"; strings.Join(got, " ") != want {
+		t.Fatalf("picks %v, want %s", got, want)
+	}
+	if p.Pick(nil, nil, nil) != nil {
+		t.Fatal("pick from no candidates")
+	}
+}
