@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/sim"
 )
 
@@ -23,9 +24,7 @@ type Aggregator struct {
 	perReplica                 map[int][2]int64 // replica -> {cached, prompt}
 	routed                     map[int]int
 	ties                       int
-	predN                      int
-	predSum, trueSum, absErr   float64
-	phantom, missed            int
+	approx, precise            predAcc
 }
 
 // NewAggregator returns an empty aggregator.
@@ -67,18 +66,11 @@ func (a *Aggregator) Add(r *sim.Record) {
 	if r.Tied {
 		a.ties++
 	}
-	if r.HasPredicted && r.PromptTokens > 0 {
-		tf := float64(r.CachedTokens) / float64(r.PromptTokens)
-		a.predN++
-		a.predSum += r.Predicted
-		a.trueSum += tf
-		a.absErr += math.Abs(r.Predicted - tf)
-		if r.Predicted > 0 && r.CachedTokens == 0 {
-			a.phantom++
-		}
-		if r.Predicted == 0 && r.CachedTokens > 0 {
-			a.missed++
-		}
+	if r.HasPredicted {
+		a.approx.add(r, r.Predicted, r.PredictedBlocks)
+	}
+	if r.HasPrecise {
+		a.precise.add(r, r.PredictedPrecise, r.PreciseBlocks)
 	}
 }
 
@@ -120,7 +112,9 @@ type Summary struct {
 		Evictions      int64              `json:"evictions"`
 		Preemptions    int64              `json:"preemptions"`
 	} `json:"cache"`
-	Prediction *Prediction `json:"prediction,omitempty"`
+	// Prediction compares each prefix producer's belief with the truth,
+	// keyed by producer type.
+	Prediction map[string]*Prediction `json:"prediction,omitempty"`
 	Routing    struct {
 		PerReplica map[string]int `json:"requests_per_replica"`
 		Imbalance  float64        `json:"load_imbalance"`
@@ -129,18 +123,48 @@ type Summary struct {
 	Sim struct {
 		Events     uint64  `json:"events"`
 		SimSeconds float64 `json:"simulated_s"`
+		// Wall-clock fields: the only values that differ between two runs
+		// of the same command.
+		WallSeconds      float64 `json:"wall_s"`
+		RequestsPerWallS float64 `json:"requests_per_wall_s"`
 	} `json:"sim"`
+	// Config is what the run was made of, so a summary is reproducible
+	// from itself.
+	Config *RunConfig `json:"config,omitempty"`
 }
 
-// Prediction compares the approximate prefix producer's predicted match
-// fraction on the chosen replica with the true reused fraction.
-type Prediction struct {
-	MeanPredicted float64 `json:"mean_predicted_fraction"`
-	MeanTrue      float64 `json:"mean_true_fraction"`
-	MAE           float64 `json:"mae"`
-	Bias          float64 `json:"bias"`
-	PhantomRate   float64 `json:"phantom_rate"`
-	MissedRate    float64 `json:"missed_rate"`
+// RunConfig records a run's inputs.
+type RunConfig struct {
+	Version     string         `json:"version"`
+	Seed        uint64         `json:"seed"`
+	Workload    WorkloadConfig `json:"workload"`
+	Environment map[string]any `json:"environment"`
+	Fleet       []ReplicaInfo  `json:"fleet"`
+	// EPP is the effective EndpointPickerConfig after defaults.
+	EPP          any      `json:"epp"`
+	NotSimulated []string `json:"not_simulated,omitempty"`
+}
+
+// WorkloadConfig identifies the traffic; two summaries are comparable only
+// when these agree.
+type WorkloadConfig struct {
+	Trace       string `json:"trace"`
+	Format      string `json:"format"`
+	Mode        string `json:"mode"`
+	MaxRequests int    `json:"max_requests,omitempty"`
+	Duration    string `json:"duration,omitempty"`
+	Warmup      string `json:"warmup,omitempty"`
+	Injected    int    `json:"injected"`
+}
+
+// ReplicaInfo is one replica of the fleet.
+type ReplicaInfo struct {
+	Name      string            `json:"name"`
+	Address   string            `json:"address"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Preset    string            `json:"preset"`
+	StepModel string            `json:"step_model"`
+	Engine    replica.Config    `json:"engine"`
 }
 
 // Summary computes the summary; res supplies the run-level counters.
@@ -189,9 +213,16 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 		s.Routing.Imbalance = float64(maxRouted) / (float64(len(a.e2e)) / float64(n))
 		s.Routing.TieShare = float64(a.ties) / float64(len(a.e2e))
 	}
-	if a.predN > 0 {
-		n := float64(a.predN)
-		s.Prediction = &Prediction{a.predSum / n, a.trueSum / n, a.absErr / n, (a.predSum - a.trueSum) / n, float64(a.phantom) / n, float64(a.missed) / n}
+	for _, p := range []struct {
+		name string
+		acc  *predAcc
+	}{{"approx-prefix-cache-producer", &a.approx}, {"precise-prefix-cache-producer", &a.precise}} {
+		if pr := p.acc.summary(); pr != nil {
+			if s.Prediction == nil {
+				s.Prediction = map[string]*Prediction{}
+			}
+			s.Prediction[p.name] = pr
+		}
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -23,12 +24,16 @@ type runFlags struct {
 	trace       string
 	format      string
 	mode        string
+	timeScale   float64
+	skipInvalid bool
 	configs     []string
 	replicas    int
 	preset      string
+	fleet       string
 	kvBlocks    int
 	maxSeqs     int
 	maxBatched  int
+	blockSize   int
 	seed        uint64
 	maxRequests int
 	duration    time.Duration
@@ -37,10 +42,11 @@ type runFlags struct {
 	kvLag       time.Duration
 	eppLatency  time.Duration
 	netLatency  time.Duration
+	sampleEvery time.Duration
+	out         string
 	jsonOut     bool
-	skipInvalid bool
-	timeScale   float64
 	checkInvar  bool
+	progress    string
 }
 
 func newRunCmd() *cobra.Command {
@@ -49,26 +55,32 @@ func newRunCmd() *cobra.Command {
 		Use:   "run",
 		Short: "Simulate traffic on a fleet behind one or more EPP configs and report what happens",
 		Long: `run replays a workload (a trace file or an embedded one) on a fleet of simulated vLLM
-replicas, routed by the llm-d EPP built from each --epp-config (or the EPP's built-in default
-config), and prints latency, throughput, true/oracle cache hit ratios and the approximate
-prefix producer's prediction error per config. Every config sees the identical workload.`,
+replicas, routed by the llm-d EPP built from each --epp-config, and reports latency, throughput,
+true and oracle cache hit ratios and the prefix producers' prediction error per config. Every
+config sees the identical workload and seed.
+
+--epp-config takes a file, "default" (the EPP's built-in default config) or a baseline:
+round-robin, random, least-queue, oracle (precise KV-event prefix scoring with zero event lag
+plus the default load scorers).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runMain(cmd.OutOrStdout(), f)
+			return runMain(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.trace, "trace", "builtin:chat", "trace file, or builtin:NAME for an embedded workload")
+	fl.StringVar(&f.trace, "trace", workload.DefaultWorkload, "trace file, or builtin:NAME for an embedded workload")
 	fl.StringVar(&f.format, "format", "auto", "trace format (auto, mooncake, alibaba, openai, sharegpt, azure)")
 	fl.StringVar(&f.mode, "mode", "", "replay mode: open (trace timestamps) or closed (sessions); default per format")
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace timestamps by this factor (0 = as recorded)")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip malformed trace lines (counted and reported)")
-	fl.StringArrayVar(&f.configs, "epp-config", nil, "EndpointPickerConfig YAML file (repeatable); \"default\" = the EPP's built-in default")
-	fl.IntVar(&f.replicas, "replicas", 4, "number of replicas")
-	fl.StringVar(&f.preset, "preset", "llama-3.1-8b-h100", "replica preset")
-	fl.IntVar(&f.kvBlocks, "kv-blocks", 0, "override num_gpu_blocks (null block included)")
-	fl.IntVar(&f.maxSeqs, "max-num-seqs", 0, "override max_num_seqs")
-	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "override max_num_batched_tokens")
+	fl.StringArrayVar(&f.configs, "epp-config", nil, "EndpointPickerConfig file, \"default\", or a baseline (repeatable)")
+	fl.IntVar(&f.replicas, "replicas", 4, "number of replicas (ignored with --fleet)")
+	fl.StringVar(&f.preset, "preset", "llama-3.1-8b-h100", "replica preset (ignored with --fleet)")
+	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file: replica groups with count, preset, overrides, labels")
+	fl.IntVar(&f.kvBlocks, "kv-blocks", 0, "override num_gpu_blocks on every replica (null block included)")
+	fl.IntVar(&f.maxSeqs, "max-num-seqs", 0, "override max_num_seqs on every replica")
+	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "override max_num_batched_tokens on every replica")
+	fl.IntVar(&f.blockSize, "block-size", 0, "override the KV block size on every replica")
 	fl.Uint64Var(&f.seed, "seed", 1, "run seed")
 	fl.IntVar(&f.maxRequests, "max-requests", 0, "stop after this many requests (0 = all)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop injecting requests after this much simulated time (0 = all)")
@@ -77,43 +89,24 @@ prefix producer's prediction error per config. Every config sees the identical w
 	fl.DurationVar(&f.kvLag, "kv-event-lag", 5*time.Millisecond, "KV event delivery lag to the EPP")
 	fl.DurationVar(&f.eppLatency, "epp-latency", 0, "EPP decision latency added before a request reaches its replica")
 	fl.DurationVar(&f.netLatency, "network-latency", 0, "network latency added before a request reaches its replica")
-	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON")
+	fl.DurationVar(&f.sampleEvery, "timeseries-interval", 10*time.Second, "time-series sampling period (with --out)")
+	fl.StringVar(&f.out, "out", "", "write summary.json, requests.csv, timeseries.csv, reports and plots to this directory")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the summary document as JSON instead of the table")
 	fl.BoolVar(&f.checkInvar, "check-invariants", false, "verify replica invariants after every step (slow; debugging)")
+	fl.StringVar(&f.progress, "progress", "auto", "progress on stderr: auto (when a terminal), always, never")
 	return cmd
 }
 
 // configRun is one EPP config's result.
 type configRun struct {
-	Name         string          `json:"-"`
-	Summary      *report.Summary `json:"summary"`
-	NotSimulated []string        `json:"not_simulated,omitempty"`
+	name    string
+	summary *report.Summary
 }
 
-func runMain(w io.Writer, f *runFlags) error {
-	preset, err := replica.LookupPreset(f.preset)
+func runMain(stdout, stderr io.Writer, f *runFlags) error {
+	fleet, err := buildFleet(f)
 	if err != nil {
 		return withExitCode(2, err)
-	}
-	if f.kvBlocks > 0 {
-		preset.Engine.NumGPUBlocks = f.kvBlocks
-	}
-	if f.maxSeqs > 0 {
-		preset.Engine.MaxNumSeqs = f.maxSeqs
-	}
-	if f.maxBatched > 0 {
-		preset.Engine.MaxNumBatchedTokens = f.maxBatched
-	}
-	preset.Engine.CheckInvariants = f.checkInvar
-	if f.replicas < 1 {
-		return withExitCode(2, fmt.Errorf("--replicas must be at least 1, got %d", f.replicas))
-	}
-	fleet := make([]sim.ReplicaSpec, f.replicas)
-	for i := range fleet {
-		fleet[i] = sim.ReplicaSpec{
-			Name:    fmt.Sprintf("default/vllm-%d", i),
-			Address: fmt.Sprintf("10.0.%d.%d:8000", i/250, i%250+1),
-			Preset:  preset,
-		}
 	}
 	wopts, err := workloadOptions(f)
 	if err != nil {
@@ -123,25 +116,93 @@ func runMain(w io.Writer, f *runFlags) error {
 	if len(configs) == 0 {
 		configs = []string{"default"}
 	}
-	runs := make([]configRun, 0, len(configs))
+	var out *report.Output
+	if f.out != "" {
+		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: fleetDescription(f, fleet), Command: "eppsim run"})
+		if err != nil {
+			return withExitCode(2, err)
+		}
+		defer out.Abort() // removes temp files unless Close succeeded
+	}
+	showProgress := f.progress == "always" || (f.progress == "auto" && isTerminal(stderr))
+	var runs []configRun
+	names := map[string]int{}
 	for _, c := range configs {
-		cr, err := runOne(c, f, fleet, wopts)
+		name := displayName(c)
+		if names[name]++; names[name] > 1 {
+			name = fmt.Sprintf("%s#%d", name, names[name])
+		}
+		var prog io.Writer
+		if showProgress {
+			prog = stderr
+		}
+		s, err := runOne(name, c, f, fleet, wopts, out, prog)
 		if err != nil {
 			return err
 		}
-		runs = append(runs, cr)
+		runs = append(runs, configRun{name, s})
+	}
+	if out != nil {
+		if err := out.Close(); err != nil {
+			return err
+		}
 	}
 	if f.jsonOut {
-		out := map[string]any{"runs": map[string]configRun{}}
+		doc := map[string]any{"version": version, "trace": f.trace, "seed": f.seed}
+		rs := map[string]*report.Summary{}
 		for _, r := range runs {
-			out["runs"].(map[string]configRun)[r.Name] = r
+			rs[r.name] = r.summary
 		}
-		enc := json.NewEncoder(w)
+		doc["runs"] = rs
+		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return enc.Encode(doc)
 	}
-	printRuns(w, f, runs)
+	printRuns(stdout, f, fleet, runs)
 	return nil
+}
+
+func buildFleet(f *runFlags) ([]sim.ReplicaSpec, error) {
+	var fleet []sim.ReplicaSpec
+	if f.fleet != "" {
+		var err error
+		if fleet, err = sim.LoadFleet(f.fleet); err != nil {
+			return nil, err
+		}
+	} else {
+		p, err := replica.LookupPreset(f.preset)
+		if err != nil {
+			return nil, err
+		}
+		if f.replicas < 1 {
+			return nil, fmt.Errorf("--replicas must be at least 1, got %d", f.replicas)
+		}
+		fleet = sim.UniformFleet(f.replicas, p)
+	}
+	for i := range fleet {
+		e := &fleet[i].Preset.Engine
+		if f.kvBlocks > 0 {
+			e.NumGPUBlocks = f.kvBlocks
+		}
+		if f.maxSeqs > 0 {
+			e.MaxNumSeqs = f.maxSeqs
+		}
+		if f.maxBatched > 0 {
+			e.MaxNumBatchedTokens = f.maxBatched
+		}
+		if f.blockSize > 0 {
+			e.BlockSize = f.blockSize
+		}
+		e.CheckInvariants = f.checkInvar
+	}
+	return fleet, nil
+}
+
+func fleetDescription(f *runFlags, fleet []sim.ReplicaSpec) string {
+	if f.fleet != "" {
+		return fmt.Sprintf("%d replicas from %s", len(fleet), f.fleet)
+	}
+	return fmt.Sprintf("%d × %s", len(fleet), f.preset)
 }
 
 func workloadOptions(f *runFlags) (workload.Options, error) {
@@ -164,69 +225,130 @@ func workloadOptions(f *runFlags) (workload.Options, error) {
 	return o, nil
 }
 
-func runOne(name string, f *runFlags, fleet []sim.ReplicaSpec, wopts workload.Options) (configRun, error) {
-	copts := config.Options{Registry: plugins.Builtin(), Seed: f.seed}
-	var loaded *config.Loaded
-	var err error
-	if name == "default" {
-		loaded, err = config.Default(copts)
-	} else {
-		loaded, err = config.LoadFile(name, copts)
-	}
+func runOne(name, spec string, f *runFlags, fleet []sim.ReplicaSpec, wopts workload.Options, out *report.Output, progress io.Writer) (*report.Summary, error) {
+	loaded, router, zeroLag, err := loadEPP(spec, config.Options{Registry: plugins.Builtin(), Seed: f.seed})
 	if err != nil {
-		return configRun{}, withExitCode(2, err)
+		return nil, withExitCode(2, err)
 	}
 	src, err := workload.Open(f.trace, wopts)
 	if err != nil {
-		return configRun{}, withExitCode(2, err)
+		return nil, withExitCode(2, err)
 	}
 	defer src.Close()
-	router := loaded.Router()
 	router.Record = true
-	agg := report.NewAggregator()
-	res, err := sim.Run(src, router, fleet, sim.Options{
+	opts := sim.Options{
 		Seed: f.seed, ScrapeInterval: int64(f.refresh), KVEventLag: int64(f.kvLag),
 		EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
 		MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
-		OnRecord: agg.Add,
-	})
+	}
+	if zeroLag {
+		opts.KVEventLag = 0
+	}
+	agg := report.NewAggregator()
+	prog := newProgress(progress, name)
+	opts.OnRecord = func(r *sim.Record) {
+		agg.Add(r)
+		prog.record(r)
+		if out != nil {
+			out.AddRecord(r)
+		}
+	}
+	if out != nil {
+		out.StartRun(name, replicaNames(fleet)...)
+		opts.SampleInterval = int64(f.sampleEvery)
+		opts.OnSample = out.AddSample
+	}
+	start := time.Now()
+	res, err := sim.Run(src, router, fleet, opts)
+	wall := time.Since(start).Seconds()
+	prog.done()
 	if err != nil {
 		if workload.IsInputError(err) {
-			return configRun{}, withExitCode(2, err)
+			return nil, withExitCode(2, err)
 		}
-		return configRun{}, err
+		return nil, err
 	}
-	cr := configRun{Name: displayName(name), Summary: agg.Summary(res)}
-	for _, ns := range loaded.NotSimulated {
-		cr.NotSimulated = append(cr.NotSimulated, fmt.Sprintf("%s (%s): %s", ns.Name, ns.Type, ns.Reason))
+	s := agg.Summary(res)
+	s.Sim.WallSeconds = wall
+	if wall > 0 {
+		s.Sim.RequestsPerWallS = float64(res.Injected) / wall
 	}
+	s.Config = runConfig(f, loaded, fleet, opts, res)
 	if n := src.Skipped(); n > 0 {
-		cr.NotSimulated = append(cr.NotSimulated, fmt.Sprintf("%d invalid trace lines skipped", n))
+		s.Config.NotSimulated = append(s.Config.NotSimulated, fmt.Sprintf("%d invalid trace lines skipped (--skip-invalid)", n))
 	}
-	return cr, nil
+	if out != nil {
+		out.EndRun(s, replicaNames(fleet))
+	}
+	return s, nil
+}
+
+func replicaNames(fleet []sim.ReplicaSpec) []string {
+	names := make([]string, len(fleet))
+	for i, r := range fleet {
+		names[i] = r.Name
+	}
+	return names
+}
+
+func runConfig(f *runFlags, loaded *config.Loaded, fleet []sim.ReplicaSpec, opts sim.Options, res *sim.Result) *report.RunConfig {
+	rc := &report.RunConfig{
+		Version: version, Seed: f.seed,
+		Workload: report.WorkloadConfig{Trace: f.trace, Format: f.format, Mode: f.mode, MaxRequests: f.maxRequests, Injected: res.Injected},
+		Environment: map[string]any{
+			"refresh_metrics_interval": time.Duration(opts.ScrapeInterval).String(),
+			"kv_event_lag":             time.Duration(opts.KVEventLag).String(),
+			"epp_latency":              time.Duration(opts.EPPLatency).String(),
+			"network_latency":          time.Duration(opts.NetworkLatency).String(),
+		},
+		EPP: loaded,
+	}
+	if f.duration > 0 {
+		rc.Workload.Duration = f.duration.String()
+	}
+	if f.warmup > 0 {
+		rc.Workload.Warmup = f.warmup.String()
+	}
+	for _, r := range fleet {
+		rc.Fleet = append(rc.Fleet, report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
+			Preset: r.Preset.Name, StepModel: r.Preset.StepModel, Engine: r.Preset.Engine})
+	}
+	for _, ns := range loaded.NotSimulated {
+		rc.NotSimulated = append(rc.NotSimulated, fmt.Sprintf("%s (%s): %s", ns.Name, ns.Type, ns.Reason))
+	}
+	return rc
 }
 
 func displayName(c string) string {
 	if c == "default" {
-		return "default"
+		return c
+	}
+	if _, ok := baselines[c]; ok {
+		return c
 	}
 	return strings.TrimSuffix(filepath.Base(c), filepath.Ext(c))
 }
 
-func printRuns(w io.Writer, f *runFlags, runs []configRun) {
-	fmt.Fprintf(w, "trace %s · %d × %s · seed %d\n\n", f.trace, f.replicas, f.preset, f.seed)
+func printRuns(w io.Writer, f *runFlags, fleet []sim.ReplicaSpec, runs []configRun) {
+	fmt.Fprintf(w, "trace %s · %s · seed %d\n\n", f.trace, fleetDescription(f, fleet), f.seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "metric\t")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t", r.Name)
+		fmt.Fprintf(tw, "%s\t", r.name)
 	}
 	fmt.Fprintln(tw)
 	row := func(label string, v func(*report.Summary) string) {
 		fmt.Fprintf(tw, "%s\t", label)
 		for _, r := range runs {
-			fmt.Fprintf(tw, "%s\t", v(r.Summary))
+			fmt.Fprintf(tw, "%s\t", v(r.summary))
 		}
 		fmt.Fprintln(tw)
+	}
+	pred := func(s *report.Summary) *report.Prediction {
+		if p := s.Prediction["approx-prefix-cache-producer"]; p != nil {
+			return p
+		}
+		return s.Prediction["precise-prefix-cache-producer"]
 	}
 	row("requests completed", func(s *report.Summary) string {
 		return fmt.Sprintf("%d/%d", s.Requests.Complete, s.Requests.Total)
@@ -242,24 +364,63 @@ func printRuns(w io.Writer, f *runFlags, runs []configRun) {
 	row("oracle hit ratio", func(s *report.Summary) string { return fmt.Sprintf("%.3f", s.Cache.OracleHitRatio) })
 	row("regret (Mtokens)", func(s *report.Summary) string { return fmt.Sprintf("%.2f", float64(s.Cache.RegretTokens)/1e6) })
 	row("predicted-vs-true MAE", func(s *report.Summary) string {
-		if s.Prediction == nil {
-			return "-"
+		if p := pred(s); p != nil {
+			return fmt.Sprintf("%.3f", p.MAE)
 		}
-		return fmt.Sprintf("%.3f", s.Prediction.MAE)
+		return "-"
 	})
 	row("phantom hit rate", func(s *report.Summary) string {
-		if s.Prediction == nil {
-			return "-"
+		if p := pred(s); p != nil {
+			return fmt.Sprintf("%.3f", p.PhantomRate)
 		}
-		return fmt.Sprintf("%.3f", s.Prediction.PhantomRate)
+		return "-"
 	})
 	row("load imbalance (max/mean)", func(s *report.Summary) string { return fmt.Sprintf("%.2f", s.Routing.Imbalance) })
 	row("preemptions", func(s *report.Summary) string { return fmt.Sprint(s.Cache.Preemptions) })
+	row("sim requests/wall s", func(s *report.Summary) string { return fmt.Sprintf("%.0f", s.Sim.RequestsPerWallS) })
 	tw.Flush()
 	for _, r := range runs {
-		for _, n := range r.NotSimulated {
-			fmt.Fprintf(w, "\n%s: not simulated: %s", r.Name, n)
+		for _, n := range r.summary.Config.NotSimulated {
+			fmt.Fprintf(w, "\n%s: not simulated: %s", r.name, strings.TrimPrefix(n, "not simulated: "))
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress prints simulated time and requests done, at most every 200 ms
+// of wall time; a nil writer prints nothing.
+type progress struct {
+	w    io.Writer
+	name string
+	n    int
+	last time.Time
+}
+
+func newProgress(w io.Writer, name string) *progress { return &progress{w: w, name: name} }
+
+func (p *progress) record(r *sim.Record) {
+	if p.w == nil {
+		return
+	}
+	p.n++
+	if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
+		p.last = now
+		fmt.Fprintf(p.w, "\r%s: simulated %s, %d requests done", p.name, time.Duration(r.Arrival).Truncate(time.Second), p.n)
+	}
+}
+
+func (p *progress) done() {
+	if p.w != nil {
+		fmt.Fprintf(p.w, "\r%s: %d requests done%s\n", p.name, p.n, strings.Repeat(" ", 30))
+	}
 }

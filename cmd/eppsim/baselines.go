@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/config"
+	"github.com/eppsim/eppsim/epp/picker"
+)
+
+// Built-in baselines selectable by name with --epp-config. Each is a real
+// EndpointPickerConfig except round-robin, whose picker is not an upstream
+// plugin (it is swapped in after loading).
+var baselines = map[string]string{
+	"random": `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: random-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: random-picker
+`,
+	"least-queue": `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: max-score-picker
+`,
+	"round-robin": `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: max-score-picker
+`,
+	// oracle: the precise (KV-event) producer over the server's own tokens
+	// at the engine's 16-token blocks, delivered with zero lag, plus the
+	// default config's load scorers and weights.
+	"oracle": `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: token-producer
+  parameters: {modelName: eppsim-oracle}
+- type: precise-prefix-cache-producer
+  parameters: {tokenProcessorConfig: {blockSizeTokens: 16}}
+- type: prefix-cache-scorer
+  parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-scorer
+    weight: 3
+  - pluginRef: queue-scorer
+    weight: 2
+  - pluginRef: kv-cache-utilization-scorer
+    weight: 2
+`,
+}
+
+// loadEPP loads a config file, the EPP's built-in default ("default") or a
+// baseline. zeroLag reports that KV events must be delivered without lag.
+func loadEPP(name string, opts config.Options) (l *config.Loaded, router *epp.Router, zeroLag bool, err error) {
+	switch src, ok := baselines[name]; {
+	case name == "default":
+		l, err = config.Default(opts)
+	case ok:
+		l, err = config.Load([]byte(src), opts)
+	default:
+		l, err = config.LoadFile(name, opts)
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	router = l.Router()
+	if name == "round-robin" {
+		if len(router.Profiles) != 1 {
+			return nil, nil, false, fmt.Errorf("round-robin baseline: want one profile, got %d", len(router.Profiles))
+		}
+		router.Profiles[0].Picker = picker.NewRoundRobin("round-robin")
+	}
+	return l, router, name == "oracle", nil
+}
