@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/eppsim/eppsim/epp/config"
-	"github.com/eppsim/eppsim/epp/plugins"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/report"
+	"github.com/eppsim/eppsim/scenario"
 	"github.com/eppsim/eppsim/sim"
 	"github.com/eppsim/eppsim/workload"
 )
@@ -124,19 +122,28 @@ func runMain(stdout, stderr io.Writer, f *runFlags) error {
 		}
 		defer out.Abort() // removes temp files unless Close succeeded
 	}
+	spec := &scenario.Spec{
+		Version: version, Trace: f.trace, Workload: wopts, Fleet: fleet,
+		Env: sim.Options{
+			Seed: f.seed, ScrapeInterval: int64(f.refresh), KVEventLag: int64(f.kvLag),
+			EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
+			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
+			SampleInterval: int64(f.sampleEvery),
+		},
+	}
 	showProgress := f.progress == "always" || (f.progress == "auto" && isTerminal(stderr))
+	var prog io.Writer
+	if showProgress {
+		prog = stderr
+	}
 	var runs []configRun
 	names := map[string]int{}
 	for _, c := range configs {
-		name := displayName(c)
+		name := scenario.ForSource(c).Name
 		if names[name]++; names[name] > 1 {
 			name = fmt.Sprintf("%s#%d", name, names[name])
 		}
-		var prog io.Writer
-		if showProgress {
-			prog = stderr
-		}
-		s, err := runOne(name, c, f, fleet, wopts, out, prog)
+		s, err := runOne(name, c, spec, out, prog)
 		if err != nil {
 			return err
 		}
@@ -225,60 +232,29 @@ func workloadOptions(f *runFlags) (workload.Options, error) {
 	return o, nil
 }
 
-func runOne(name, spec string, f *runFlags, fleet []sim.ReplicaSpec, wopts workload.Options, out *report.Output, progress io.Writer) (*report.Summary, error) {
-	loaded, router, zeroLag, err := loadEPP(spec, config.Options{Registry: plugins.Builtin(), Seed: f.seed})
-	if err != nil {
-		return nil, withExitCode(2, err)
-	}
-	src, err := workload.Open(f.trace, wopts)
-	if err != nil {
-		return nil, withExitCode(2, err)
-	}
-	defer src.Close()
-	router.Record = true
-	opts := sim.Options{
-		Seed: f.seed, ScrapeInterval: int64(f.refresh), KVEventLag: int64(f.kvLag),
-		EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
-		MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
-	}
-	if zeroLag {
-		opts.KVEventLag = 0
-	}
-	agg := report.NewAggregator()
+func runOne(name, src string, spec *scenario.Spec, out *report.Output, progress io.Writer) (*report.Summary, error) {
+	e := scenario.ForSource(src)
+	e.Name = name
 	prog := newProgress(progress, name)
-	opts.OnRecord = func(r *sim.Record) {
-		agg.Add(r)
-		prog.record(r)
-		if out != nil {
+	hooks := scenario.Hooks{OnRecord: prog.record}
+	if out != nil {
+		out.StartRun(name, replicaNames(spec.Fleet)...)
+		hooks.OnRecord = func(r *sim.Record) {
+			prog.record(r)
 			out.AddRecord(r)
 		}
+		hooks.OnSample = out.AddSample
 	}
-	if out != nil {
-		out.StartRun(name, replicaNames(fleet)...)
-		opts.SampleInterval = int64(f.sampleEvery)
-		opts.OnSample = out.AddSample
-	}
-	start := time.Now()
-	res, err := sim.Run(src, router, fleet, opts)
-	wall := time.Since(start).Seconds()
+	s, err := scenario.Run(spec, e, hooks)
 	prog.done()
 	if err != nil {
-		if workload.IsInputError(err) {
+		if scenario.IsInputError(err) {
 			return nil, withExitCode(2, err)
 		}
 		return nil, err
 	}
-	s := agg.Summary(res)
-	s.Sim.WallSeconds = wall
-	if wall > 0 {
-		s.Sim.RequestsPerWallS = float64(res.Injected) / wall
-	}
-	s.Config = runConfig(f, loaded, fleet, opts, res)
-	if n := src.Skipped(); n > 0 {
-		s.Config.NotSimulated = append(s.Config.NotSimulated, fmt.Sprintf("%d invalid trace lines skipped (--skip-invalid)", n))
-	}
 	if out != nil {
-		out.EndRun(s, replicaNames(fleet))
+		out.EndRun(s, replicaNames(spec.Fleet))
 	}
 	return s, nil
 }
@@ -289,44 +265,6 @@ func replicaNames(fleet []sim.ReplicaSpec) []string {
 		names[i] = r.Name
 	}
 	return names
-}
-
-func runConfig(f *runFlags, loaded *config.Loaded, fleet []sim.ReplicaSpec, opts sim.Options, res *sim.Result) *report.RunConfig {
-	rc := &report.RunConfig{
-		Version: version, Seed: f.seed,
-		Workload: report.WorkloadConfig{Trace: f.trace, Format: f.format, Mode: f.mode, MaxRequests: f.maxRequests, Injected: res.Injected},
-		Environment: map[string]any{
-			"refresh_metrics_interval": time.Duration(opts.ScrapeInterval).String(),
-			"kv_event_lag":             time.Duration(opts.KVEventLag).String(),
-			"epp_latency":              time.Duration(opts.EPPLatency).String(),
-			"network_latency":          time.Duration(opts.NetworkLatency).String(),
-		},
-		EPP: loaded,
-	}
-	if f.duration > 0 {
-		rc.Workload.Duration = f.duration.String()
-	}
-	if f.warmup > 0 {
-		rc.Workload.Warmup = f.warmup.String()
-	}
-	for _, r := range fleet {
-		rc.Fleet = append(rc.Fleet, report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
-			Preset: r.Preset.Name, StepModel: r.Preset.StepModel, Engine: r.Preset.Engine})
-	}
-	for _, ns := range loaded.NotSimulated {
-		rc.NotSimulated = append(rc.NotSimulated, fmt.Sprintf("%s (%s): %s", ns.Name, ns.Type, ns.Reason))
-	}
-	return rc
-}
-
-func displayName(c string) string {
-	if c == "default" {
-		return c
-	}
-	if _, ok := baselines[c]; ok {
-		return c
-	}
-	return strings.TrimSuffix(filepath.Base(c), filepath.Ext(c))
 }
 
 func printRuns(w io.Writer, f *runFlags, fleet []sim.ReplicaSpec, runs []configRun) {

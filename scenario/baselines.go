@@ -1,10 +1,9 @@
-package main
+package scenario
 
 import (
 	"fmt"
 
 	"github.com/eppsim/eppsim/epp"
-	"github.com/eppsim/eppsim/epp/config"
 	"github.com/eppsim/eppsim/epp/picker"
 )
 
@@ -67,26 +66,15 @@ schedulingProfiles:
 `,
 }
 
-// loadEPP loads a config file, the EPP's built-in default ("default") or a
-// baseline. zeroLag reports that KV events must be delivered without lag.
-func loadEPP(name string, opts config.Options) (l *config.Loaded, router *epp.Router, zeroLag bool, err error) {
-	switch src, ok := baselines[name]; {
-	case name == "default":
-		l, err = config.Default(opts)
-	case ok:
-		l, err = config.Load([]byte(src), opts)
-	default:
-		l, err = config.LoadFile(name, opts)
-	}
-	if err != nil {
-		return nil, nil, false, err
-	}
-	router = l.Router()
-	if name == "round-robin" {
-		if len(router.Profiles) != 1 {
-			return nil, nil, false, fmt.Errorf("round-robin baseline: want one profile, got %d", len(router.Profiles))
+// router assembles the EPP, swapping in the round-robin picker for that
+// baseline.
+func (l *Loaded) router() (*epp.Router, error) {
+	r := l.Router()
+	if l.baseline && l.source == "round-robin" {
+		if len(r.Profiles) != 1 {
+			return nil, fmt.Errorf("round-robin baseline: want one profile, got %d", len(r.Profiles))
 		}
-		router.Profiles[0].Picker = picker.NewRoundRobin("round-robin")
+		r.Profiles[0].Picker = picker.NewRoundRobin("round-robin")
 	}
-	return l, router, name == "oracle", nil
+	return r, nil
 }

@@ -1,0 +1,194 @@
+// Package scenario is eppsim's library entry point for one simulation: a
+// workload, a fleet and an environment (a Spec) plus an EPP configuration
+// (an EPP) become a report.Summary. `eppsim run`, sweeps, tuning and the
+// regression gate all call Run; each call builds fresh EPP plugins and
+// reopens the workload stream, so runs are independent and memory stays
+// bounded by one stream per concurrent run.
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/eppsim/eppsim/epp/config"
+	"github.com/eppsim/eppsim/epp/plugins"
+	"github.com/eppsim/eppsim/report"
+	"github.com/eppsim/eppsim/sim"
+	"github.com/eppsim/eppsim/workload"
+)
+
+// Spec is everything of a run except the EPP configuration.
+type Spec struct {
+	Version string
+	// Trace is a file or builtin:NAME; Workload the reader options (its
+	// Seed should equal Env.Seed).
+	Trace    string
+	Workload workload.Options
+	Fleet    []sim.ReplicaSpec
+	// Env holds the seed, EPP environment and limits; its hooks are ignored
+	// (use Hooks).
+	Env sim.Options
+}
+
+// EPP names an EPP configuration: a file, "default" (the EPP's built-in
+// default), a baseline name, or inline YAML.
+type EPP struct {
+	// Name labels the run (display and summary key).
+	Name string
+	// Source is a file path, "default" or a baseline; ignored when YAML is
+	// set.
+	Source string
+	YAML   []byte
+}
+
+// ForSource returns the EPP for a --epp-config value, named after the file
+// (without directory and extension) or the built-in name.
+func ForSource(src string) EPP {
+	name := src
+	if _, ok := baselines[src]; !ok && src != "default" {
+		name = strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+	}
+	return EPP{Name: name, Source: src}
+}
+
+// IsBuiltin reports whether src names the default config or a baseline.
+func IsBuiltin(src string) bool {
+	_, ok := baselines[src]
+	return ok || src == "default"
+}
+
+// Hooks observe a run.
+type Hooks struct {
+	OnRecord func(*sim.Record)
+	OnSample func(*sim.Sample)
+}
+
+// Load builds the EPP's configuration with fresh plugins seeded by seed.
+func (e EPP) Load(seed uint64) (*Loaded, error) {
+	opts := config.Options{Registry: plugins.Builtin(), Seed: seed}
+	var (
+		l   *config.Loaded
+		err error
+	)
+	src, isBaseline := baselines[e.Source]
+	switch {
+	case e.YAML != nil:
+		opts.File = e.Name
+		l, err = config.Load(e.YAML, opts)
+	case e.Source == "default":
+		l, err = config.Default(opts)
+	case isBaseline:
+		l, err = config.Load([]byte(src), opts)
+	default:
+		l, err = config.LoadFile(e.Source, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Loaded: l, baseline: isBaseline && e.YAML == nil, source: e.Source}, nil
+}
+
+// Loaded is a loaded EPP configuration.
+type Loaded struct {
+	*config.Loaded
+	baseline bool
+	source   string
+}
+
+// InputError marks a failure caused by the run's inputs (an unreadable or
+// invalid trace, config or fleet) rather than by eppsim itself.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// IsInputError reports whether err was caused by bad input.
+func IsInputError(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}
+
+// Run simulates spec behind the EPP and summarises it.
+func Run(spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
+	l, err := e.Load(spec.Env.Seed)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	router, err := l.router()
+	if err != nil {
+		return nil, err
+	}
+	router.Record = true
+	src, err := workload.Open(spec.Trace, spec.Workload)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	defer src.Close()
+	opts := spec.Env
+	if l.baseline && l.source == "oracle" {
+		opts.KVEventLag = 0 // the oracle baseline sees KV events without lag
+	}
+	agg := report.NewAggregator()
+	opts.OnRecord = func(r *sim.Record) {
+		agg.Add(r)
+		if hooks.OnRecord != nil {
+			hooks.OnRecord(r)
+		}
+	}
+	opts.OnSample = hooks.OnSample
+	if hooks.OnSample == nil {
+		opts.SampleInterval = 0
+	}
+	start := time.Now()
+	res, err := sim.Run(src, router, spec.Fleet, opts)
+	wall := time.Since(start).Seconds()
+	if err != nil {
+		if workload.IsInputError(err) {
+			return nil, &InputError{err}
+		}
+		return nil, err
+	}
+	s := agg.Summary(res)
+	s.Sim.WallSeconds = wall
+	if wall > 0 {
+		s.Sim.RequestsPerWallS = float64(res.Injected) / wall
+	}
+	s.Config = runConfig(spec, l, opts, res)
+	if n := src.Skipped(); n > 0 {
+		s.Config.NotSimulated = append(s.Config.NotSimulated, fmt.Sprintf("%d invalid trace lines skipped (--skip-invalid)", n))
+	}
+	return s, nil
+}
+
+func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report.RunConfig {
+	w := spec.Workload
+	rc := &report.RunConfig{
+		Version: spec.Version, Seed: opts.Seed,
+		Workload: report.WorkloadConfig{Trace: spec.Trace, Format: string(w.Format), Mode: w.Mode.String(),
+			MaxRequests: opts.MaxRequests, Injected: res.Injected},
+		Environment: map[string]any{
+			"refresh_metrics_interval": time.Duration(opts.ScrapeInterval).String(),
+			"kv_event_lag":             time.Duration(opts.KVEventLag).String(),
+			"epp_latency":              time.Duration(opts.EPPLatency).String(),
+			"network_latency":          time.Duration(opts.NetworkLatency).String(),
+		},
+		EPP: l.Loaded,
+	}
+	if opts.Duration > 0 {
+		rc.Workload.Duration = time.Duration(opts.Duration).String()
+	}
+	if opts.Warmup > 0 {
+		rc.Workload.Warmup = time.Duration(opts.Warmup).String()
+	}
+	for _, r := range spec.Fleet {
+		rc.Fleet = append(rc.Fleet, report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
+			Preset: r.Preset.Name, StepModel: r.Preset.StepModel, Engine: r.Preset.Engine})
+	}
+	for _, ns := range l.NotSimulated {
+		rc.NotSimulated = append(rc.NotSimulated, fmt.Sprintf("%s (%s): %s", ns.Name, ns.Type, ns.Reason))
+	}
+	return rc
+}
