@@ -30,9 +30,13 @@ lint: vet staticcheck
 demo:
 	$(GO) run ./cmd/eppsim run
 
-## bench: the simulator's own speed (see README "Performance").
+## bench: the simulator's own speed (see README "Performance"). Micro
+## benchmarks run for go test's default time; the whole-trace benchmarks
+## (BenchmarkMooncake*: one iteration replays the shared Mooncake trace; they
+## skip when ../shared is absent) run $(BENCHTIME).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench . -skip '^BenchmarkMooncake' -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench '^BenchmarkMooncake' -benchtime $(BENCHTIME) -benchmem $(PKGS)
 
 ## fuzz: a short run of every fuzz target (one package at a time, as go test requires).
 fuzz:

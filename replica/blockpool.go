@@ -30,7 +30,7 @@ type BlockPool struct {
 	// allocate. Sentinel-free: freeHead/freeTail are block ids or noBlock.
 	freeHead, freeTail int32
 	numFree            int
-	cached             map[uint64]int32 // hash -> oldest block holding it
+	cached             blockIndex // hash -> oldest block holding it
 	events             *eventLog
 	evictions          int64
 	fresh              []int32 // scratch for Free
@@ -46,7 +46,7 @@ func NewBlockPool(numBlocks int, events *eventLog) *BlockPool {
 		blocks:   make([]block, numBlocks),
 		freeHead: noBlock,
 		freeTail: noBlock,
-		cached:   make(map[uint64]int32),
+		cached:   newBlockIndex(numBlocks),
 		events:   events,
 	}
 	for i := range p.blocks {
@@ -77,8 +77,7 @@ func (p *BlockPool) Evictions() int64 { return p.evictions }
 
 // Lookup returns a block holding hash, if any (get_cached_block: the oldest).
 func (p *BlockPool) Lookup(hash uint64) (int32, bool) {
-	b, ok := p.cached[hash]
-	return b, ok
+	return p.cached.get(hash)
 }
 
 // RefCnt returns a block's reference count.
@@ -121,12 +120,13 @@ func (p *BlockPool) evict(b int32) {
 		return
 	}
 	h := blk.hash
-	head := p.cached[h]
+	slot, _ := p.cached.find(h) // a hashed block's hash is always mapped
+	head := p.cached.slots[slot].block
 	if head == b {
 		if blk.dupNext == noBlock {
-			delete(p.cached, h)
+			p.cached.deleteAt(slot)
 		} else {
-			p.cached[h] = blk.dupNext
+			p.cached.slots[slot].block = blk.dupNext
 		}
 	} else {
 		for c := head; c != noBlock; c = p.blocks[c].dupNext {
@@ -151,11 +151,12 @@ func (p *BlockPool) CacheBlock(b int32, hash uint64) {
 		return
 	}
 	blk.hashed, blk.hash, blk.dupNext = true, hash, noBlock
-	head, ok := p.cached[hash]
+	slot, ok := p.cached.find(hash)
 	if !ok {
-		p.cached[hash] = b
+		p.cached.insertAt(slot, hash, b)
 		return
 	}
+	head := p.cached.slots[slot].block
 	// Append at the end so the map keeps returning the oldest block.
 	c := head
 	for p.blocks[c].dupNext != noBlock {
@@ -200,7 +201,7 @@ func (p *BlockPool) Reset() bool {
 	if p.numFree != len(p.blocks)-1 {
 		return false
 	}
-	clear(p.cached)
+	p.cached.clear()
 	for i := range p.blocks {
 		p.blocks[i].hashed, p.blocks[i].hash, p.blocks[i].dupNext = false, 0, noBlock
 	}
@@ -297,12 +298,18 @@ func (p *BlockPool) checkInvariants() error {
 	if p.blocks[nullBlock].hashed {
 		return fmt.Errorf("null block is cached")
 	}
-	for h, head := range p.cached {
+	var err error
+	p.cached.each(func(h uint64, head int32) bool {
 		for c := head; c != noBlock; c = p.blocks[c].dupNext {
 			if !p.blocks[c].hashed || p.blocks[c].hash != h {
-				return fmt.Errorf("cache maps hash %x to block %d holding %x", h, c, p.blocks[c].hash)
+				err = fmt.Errorf("cache maps hash %x to block %d holding %x", h, c, p.blocks[c].hash)
+				return false
 			}
 		}
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	for i := 1; i < len(p.blocks); i++ {
 		blk := &p.blocks[i]
@@ -310,7 +317,7 @@ func (p *BlockPool) checkInvariants() error {
 			continue
 		}
 		found := false
-		for c, ok := p.cached[blk.hash]; ok && c != noBlock; c = p.blocks[c].dupNext {
+		for c, ok := p.cached.get(blk.hash); ok && c != noBlock; c = p.blocks[c].dupNext {
 			if c == int32(i) {
 				found = true
 				break

@@ -174,6 +174,11 @@ func (e *Engine) ChainHashes(tokens []uint32, cacheSalt string) []uint64 {
 // full blocks are hashed; generated tokens extend the chain as they come).
 func (e *Engine) ensureHashes(r *Request, n int) {
 	bs := e.cfg.BlockSize
+	if n > cap(r.hashes) {
+		// Grow once to the whole sequence's blocks rather than by doubling
+		// as output blocks fill.
+		r.hashes = slices.Grow(r.hashes, max(n, r.maxBlocks(bs))-len(r.hashes))
+	}
 	for i := len(r.hashes); i < n; i++ {
 		var parent uint64
 		if i > 0 {
@@ -221,6 +226,11 @@ func (e *Engine) allocateSlots(r *Request, numNew int, hits []int32) bool {
 	}
 	if need+evictable > e.pool.NumFree() {
 		return false
+	}
+	if grow := len(hits) + need; len(r.blocks)+grow > cap(r.blocks) {
+		// Size the block table for the whole sequence at once (at most one
+		// block past its full blocks) rather than by doubling.
+		r.blocks = slices.Grow(r.blocks, max(grow, r.maxBlocks(bs)+1-len(r.blocks)))
 	}
 	if len(hits) > 0 {
 		e.pool.Touch(hits)
@@ -421,6 +431,9 @@ func (e *Engine) EndStep(now int64) *StepOutput {
 		r := e.batch[i].req
 		if r.numComputed < r.NumTokens() {
 			continue // a prefill chunk: no token yet
+		}
+		if r.generated == nil {
+			r.generated = make([]uint32, 0, r.OutputLen)
 		}
 		r.generated = append(r.generated, r.nextOutputToken(len(r.generated)))
 		if r.FirstToken < 0 {

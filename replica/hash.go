@@ -2,6 +2,7 @@ package replica
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -59,6 +60,7 @@ func (h *BlockHasher) Next(parent uint64, tokens []uint32) uint64 {
 // the chain from parent.
 func (h *BlockHasher) Chain(dst []uint64, parent uint64, tokens []uint32) []uint64 {
 	bs := h.blockSize
+	dst = slices.Grow(dst, len(tokens)/bs)
 	for i := 0; i+bs <= len(tokens); i += bs {
 		parent = h.Next(parent, tokens[i:i+bs])
 		dst = append(dst, parent)

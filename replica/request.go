@@ -58,6 +58,10 @@ func (r *Request) NumTokens() int { return len(r.Prompt) + len(r.generated) }
 // Generated returns the number of output tokens produced so far.
 func (r *Request) Generated() int { return len(r.generated) }
 
+// maxBlocks is the number of full blocks of the request's whole sequence
+// (prompt plus every output token): the most its hash chain can hold.
+func (r *Request) maxBlocks(bs int) int { return (len(r.Prompt) + r.OutputLen) / bs }
+
 // token returns token i of prompt+generated.
 func (r *Request) token(i int) uint32 {
 	if i < len(r.Prompt) {

@@ -500,6 +500,12 @@ func (r *runner) stepEnd(now int64, i int) {
 	fr := r.fleet[i]
 	fr.inStep = false
 	out := fr.eng.EndStep(now)
+	if len(out.FirstTokens) == 0 && len(out.Finished) == 0 {
+		// Most steps are decode steps with nothing to tell the router;
+		// skip building its call context.
+		r.kick(now, i)
+		return
+	}
 	c := &epp.Cycle{Now: now}
 	for _, rr := range out.FirstTokens {
 		f := r.flights[r.slotByID[rr.ID]]

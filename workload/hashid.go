@@ -1,8 +1,8 @@
 package workload
 
 import (
-	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -35,21 +35,27 @@ type blockSynth struct {
 func (s *blockSynth) appendBlock(toks []uint32, text []byte, withText bool, h uint64, from, to int) ([]uint32, []byte) {
 	lx := s.lex
 	base := s.seed ^ h<<16
-	for k := from; k < to; k++ {
-		i := splitmix64(base^uint64(k)) >> lexSlotShift
-		toks = append(toks, lx.ids[i])
-		if withText {
-			// Copy the 16-byte table slot and keep the word's length: two
-			// 8-byte moves instead of a memmove call.
-			l := len(text)
-			if cap(text)-l < lexWordPad {
-				text = append(text[:cap(text)], make([]byte, cap(text)/2+lexWordPad)...)[:l]
-			}
-			dst, src := text[l:l+lexWordPad], lx.words[i*lexWordPad:i*lexWordPad+lexWordPad]
-			binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
-			binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
-			text = text[:l+int(lx.lens[i])]
+	n0 := len(toks)
+	toks = slices.Grow(toks, to-from)[:n0+to-from]
+	out := toks[n0:]
+	if !withText {
+		for j := range out {
+			out[j] = lx.ids[splitmix64(base^uint64(from+j))>>lexSlotShift]
 		}
+		return toks, text
+	}
+	for j := range out {
+		i := splitmix64(base^uint64(from+j)) >> lexSlotShift
+		out[j] = lx.ids[i]
+		l := len(text)
+		if cap(text)-l < lexWordPad {
+			text = append(text[:cap(text)], make([]byte, cap(text)/2+lexWordPad)...)[:l]
+		}
+		// Copy the whole 16-byte table slot (one move) and keep the
+		// word's length; the bytes past it are overwritten by the next word
+		// or cut off.
+		*(*[lexWordPad]byte)(text[l : l+lexWordPad]) = *(*[lexWordPad]byte)(lx.words[i*lexWordPad : i*lexWordPad+lexWordPad])
+		text = text[:l+int(lx.lens[i])]
 	}
 	return toks, text
 }

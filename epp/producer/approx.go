@@ -6,8 +6,6 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
-
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/epp/prefixhash"
 )
@@ -241,11 +239,10 @@ func (a *ApproxPrefix) MatchBlocks(perPrompt [][]uint64, endpointName string) in
 	n := 0
 	for _, hashes := range perPrompt {
 		for _, h := range hashes {
-			s, ok := a.idx.hashToPods[h]
-			if !ok {
+			if !a.idx.held(h) {
 				break
 			}
-			if s.has(id) {
+			if a.idx.holds(h, id) {
 				n++
 			}
 		}
@@ -274,64 +271,45 @@ func (a *ApproxPrefix) PodCapacity(endpointName string) int {
 
 // RemovePod drops an endpoint's LRU; its eviction callbacks clean the hash
 // map (entries left stale by an over-long insert stay, as upstream).
-func (a *ApproxPrefix) RemovePod(endpointName string) { a.idx.removePod(endpointName) }
+func (a *ApproxPrefix) RemovePod(endpointName string) { a.idx.dropPod(endpointName) }
 
 // approxIndex is upstream's indexer: hash → set of pods, pod → LRU of hashes
-// (hashicorp golang-lru, capacity fixed at creation, eviction callback
-// removes the pod from the hash's set).
+// (capacity fixed at creation, eviction callback removes the pod from the
+// hash's set). Upstream's LRU is hashicorp golang-lru; podLRU reproduces
+// its semantics without a heap object per entry.
+//
+// A hash is in the index while at least one pod is in its set: hashToPods
+// holds the bit mask of the pods with ids below 64 and highPods the others
+// (only fleets of more than 64 endpoints have any), each keyed by a hash
+// only while non-empty.
 type approxIndex struct {
-	hashToPods map[uint64]podSet
+	hashToPods u64Map[uint64]
+	highPods   map[uint64][]int32
 	ids        map[string]int32
 	pods       []approxPod
 }
 
 type approxPod struct {
 	name     string
-	lru      *simplelru.LRU[uint64, struct{}]
+	lru      *podLRU
 	capacity int
 }
 
 func newApproxIndex() approxIndex {
-	return approxIndex{hashToPods: map[uint64]podSet{}, ids: map[string]int32{}}
+	return approxIndex{highPods: map[uint64][]int32{}, ids: map[string]int32{}}
 }
 
-// podSet is a set of pod ids: ids below 64 in a bit mask, others in a slice.
-type podSet struct {
-	lo uint64
-	hi []int32
+// held reports whether any pod holds h.
+func (ix *approxIndex) held(h uint64) bool {
+	return ix.hashToPods.Get(h) != 0 || (len(ix.highPods) > 0 && len(ix.highPods[h]) > 0)
 }
 
-func (s *podSet) add(id int32) {
+// holds reports whether pod id holds h.
+func (ix *approxIndex) holds(h uint64, id int32) bool {
 	if id < 64 {
-		s.lo |= 1 << uint(id)
-		return
+		return ix.hashToPods.Get(h)&(1<<uint(id)) != 0
 	}
-	for _, x := range s.hi {
-		if x == id {
-			return
-		}
-	}
-	s.hi = append(s.hi, id)
-}
-
-func (s *podSet) remove(id int32) {
-	if id < 64 {
-		s.lo &^= 1 << uint(id)
-		return
-	}
-	for i, x := range s.hi {
-		if x == id {
-			s.hi = append(s.hi[:i], s.hi[i+1:]...)
-			return
-		}
-	}
-}
-
-func (s podSet) has(id int32) bool {
-	if id < 64 {
-		return s.lo&(1<<uint(id)) != 0
-	}
-	for _, x := range s.hi {
+	for _, x := range ix.highPods[h] {
 		if x == id {
 			return true
 		}
@@ -339,20 +317,61 @@ func (s podSet) has(id int32) bool {
 	return false
 }
 
-func (s podSet) empty() bool { return s.lo == 0 && len(s.hi) == 0 }
+// addPod puts pod id in h's set.
+func (ix *approxIndex) addPod(h uint64, id int32) {
+	if id < 64 {
+		ix.hashToPods.Put(h, ix.hashToPods.Get(h)|1<<uint(id))
+		return
+	}
+	hi := ix.highPods[h]
+	for _, x := range hi {
+		if x == id {
+			return
+		}
+	}
+	ix.highPods[h] = append(hi, id)
+}
+
+// removePod takes pod id out of h's set, dropping the set when it empties.
+func (ix *approxIndex) removePod(h uint64, id int32) {
+	if id < 64 {
+		if m := ix.hashToPods.Get(h) &^ (1 << uint(id)); m == 0 {
+			ix.hashToPods.Delete(h)
+		} else {
+			ix.hashToPods.Put(h, m)
+		}
+		return
+	}
+	hi := ix.highPods[h]
+	for i, x := range hi {
+		if x == id {
+			hi = append(hi[:i], hi[i+1:]...)
+			break
+		}
+	}
+	if len(hi) == 0 {
+		delete(ix.highPods, h)
+	} else {
+		ix.highPods[h] = hi
+	}
+}
 
 // matchLongestPrefix adds to counts[pod] the number of hashes each pod holds
 // in the prefix that at least one pod holds (the global walk, spec §5.5).
 func (ix *approxIndex) matchLongestPrefix(hashes []uint64, counts []int) {
 	for _, h := range hashes {
-		s, ok := ix.hashToPods[h]
-		if !ok {
+		m := ix.hashToPods.Get(h)
+		var hi []int32
+		if len(ix.highPods) > 0 {
+			hi = ix.highPods[h]
+		}
+		if m == 0 && len(hi) == 0 {
 			return
 		}
-		for m := s.lo; m != 0; m &= m - 1 {
+		for ; m != 0; m &= m - 1 {
 			counts[bits.TrailingZeros64(m)]++
 		}
-		for _, id := range s.hi {
+		for _, id := range hi {
 			counts[id]++
 		}
 	}
@@ -378,36 +397,24 @@ func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst
 		if capacity <= 0 {
 			capacity = DefaultLRUCapacityPerServer
 		}
-		// NewLRU fails only for a non-positive size, excluded above.
-		l, _ := simplelru.NewLRU[uint64, struct{}](capacity, func(h uint64, _ struct{}) {
-			if s, ok := ix.hashToPods[h]; ok {
-				s.remove(id)
-				if s.empty() {
-					delete(ix.hashToPods, h)
-				} else {
-					ix.hashToPods[h] = s
-				}
-			}
-		})
-		p.lru, p.capacity = l, capacity
+		p.lru = newPodLRU(capacity, func(h uint64) { ix.removePod(h, id) })
+		p.capacity = capacity
 	}
 	if tailFirst {
 		for i := len(hashes) - 1; i >= 0; i-- {
-			p.lru.Add(hashes[i], struct{}{})
+			p.lru.Add(hashes[i])
 		}
 	} else {
 		for _, h := range hashes {
-			p.lru.Add(h, struct{}{})
+			p.lru.Add(h)
 		}
 	}
 	for _, h := range hashes {
-		s := ix.hashToPods[h]
-		s.add(id)
-		ix.hashToPods[h] = s
+		ix.addPod(h, id)
 	}
 }
 
-func (ix *approxIndex) removePod(name string) {
+func (ix *approxIndex) dropPod(name string) {
 	id, ok := ix.ids[name]
 	if !ok || ix.pods[id].lru == nil {
 		return
