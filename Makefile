@@ -6,7 +6,7 @@ PKGS      ?= ./...
 BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 
-.PHONY: all build test vet staticcheck lint demo bench fuzz clean
+.PHONY: all build test vet staticcheck lint demo bench fuzz clean regress regress-update
 
 all: build test
 
@@ -45,6 +45,22 @@ fuzz:
 	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+## regress: eppsim's own regression gate (docs/ci.md). Runs the pinned
+## scenarios of testdata/regress/scenarios.yaml and compares every field
+## with the committed baselines there (eppsim diff --tolerance); any change
+## fails. Reports and plots go to out/regress. Scenarios that need
+## ../shared are skipped without it.
+regress: build
+	$(GO) build -o bin/eppsim-regress ./cmd/eppsim-regress
+	bin/eppsim-regress -eppsim bin/eppsim -dir testdata/regress -out out/regress
+
+## regress-update: rewrite the baselines from the current code. Commit them
+## in the same commit as the change, with out/regress/regress.md (the diff)
+## in the commit message.
+regress-update: build
+	$(GO) build -o bin/eppsim-regress ./cmd/eppsim-regress
+	bin/eppsim-regress -eppsim bin/eppsim -dir testdata/regress -out out/regress -update
 
 clean:
 	rm -rf bin

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -203,19 +205,7 @@ func (o *Output) ttftFigure() figure {
 		}
 		slices.Sort(xs)
 		lo, hi = math.Min(lo, float64(xs[0])), math.Max(hi, float64(xs[len(xs)-1]))
-		// The curve starts at 0 below the smallest TTFT, so that even a
-		// single request draws a visible step.
-		m := min(len(xs), maxCDFPoints)
-		pts := make(plotter.XYs, m+1)
-		pts[0] = plotter.XY{X: math.Log10(float64(xs[0]))}
-		for k := range m {
-			idx := k
-			if m < len(xs) {
-				idx = int(math.Round(float64(k) * float64(len(xs)-1) / float64(m-1)))
-			}
-			pts[k+1] = plotter.XY{X: math.Log10(float64(xs[idx])), Y: float64(idx+1) / float64(len(xs))}
-		}
-		ln, err := plotter.NewLine(pts)
+		ln, err := plotter.NewLine(cdfPoints(xs))
 		if err != nil {
 			continue
 		}
@@ -239,6 +229,24 @@ func (o *Output) ttftFigure() figure {
 	p.Y.Tick.Marker = plot.ConstantTicks(fractionTicks())
 	f.draw = func(c draw.Canvas) { withLegend(c, l, n, p.Draw) }
 	return f
+}
+
+// cdfPoints is the empirical CDF of sorted positive values as points
+// (log10 x, fraction ≤ x) for a post-step line, at most maxCDFPoints
+// steps. The curve starts at 0 below the smallest value, so that even a
+// single value draws a visible step.
+func cdfPoints(xs []float32) plotter.XYs {
+	m := min(len(xs), maxCDFPoints)
+	pts := make(plotter.XYs, m+1)
+	pts[0] = plotter.XY{X: math.Log10(float64(xs[0]))}
+	for k := range m {
+		idx := k
+		if m < len(xs) {
+			idx = int(math.Round(float64(k) * float64(len(xs)-1) / float64(m-1)))
+		}
+		pts[k+1] = plotter.XY{X: math.Log10(float64(xs[idx])), Y: float64(idx+1) / float64(len(xs))}
+	}
+	return pts
 }
 
 // fmtMillis formats a latency with three or so significant digits.
@@ -596,4 +604,29 @@ func (o *Output) loadFigure() figure {
 		})
 	}
 	return f
+}
+
+// SavePlot draws fn on a w×h canvas and writes dir/name.svg and
+// dir/name.png (dpi ≤ 0: 150), each through a temporary file renamed into
+// place. Other packages' plots (sweeps) use it to share the output
+// conventions.
+func SavePlot(dir, name string, w, h vg.Length, dpi int, fn func(draw.Canvas)) error {
+	rp, err := render(figure{name: name, title: name, w: w, h: h, draw: fn}, dpi)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{name + ".svg", rp.svg}, {name + ".png", rp.png}} {
+		tmp, err := writeTemp(dir, f.name, f.data)
+		if err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, f.name)); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("report: writing %s: %w", f.name, err)
+		}
+	}
+	return nil
 }

@@ -196,6 +196,8 @@ type runner struct {
 	freeF         []int
 	slotByID      map[int64]int // in-flight request id -> flights index
 	cachedScratch []int
+	samples       uint64 // sample events fired
+	lastEvent     int64  // time of the last event other than a sample
 	kv            []kvBatch
 	freeKV        []int
 	next          *workload.Request
@@ -271,8 +273,10 @@ func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Opti
 	if r.err != nil {
 		return nil, r.err
 	}
-	r.res.Events = r.loop.Fired()
-	r.res.SimTime = r.loop.Now()
+	// Time-series samples are observation, not simulation: they count in
+	// neither figure, so a run reports the same with and without them.
+	r.res.Events = r.loop.Fired() - r.samples
+	r.res.SimTime = r.lastEvent
 	r.res.InFlight = len(r.slotByID)
 	for _, fr := range r.fleet {
 		r.res.Replicas = append(r.res.Replicas, ReplicaResult{Name: fr.spec.Name, Stats: fr.eng.Stats(), Evictions: fr.eng.Pool().Evictions()})
@@ -336,12 +340,14 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.scrape(now)
 	case evSample:
 		r.sample(now)
+		return
 	case evKV:
 		b := r.kv[idx]
 		r.kv[idx] = kvBatch{}
 		r.freeKV = append(r.freeKV, idx)
 		r.router.HandleKVEvents(&epp.Cycle{Now: now}, r.fleet[b.replica].spec.Address, b.batch)
 	}
+	r.lastEvent = now
 }
 
 // arrive handles a request read from the workload: open-loop requests are
@@ -572,6 +578,7 @@ func (r *runner) scrape(now int64) {
 
 // sample reports every replica's state and re-arms while the run is active.
 func (r *runner) sample(now int64) {
+	r.samples++
 	for i, fr := range r.fleet {
 		g := fr.eng.Gauges()
 		r.opts.OnSample(&Sample{Time: now, Replica: i, Waiting: g.NumRequestsWaiting, Running: g.NumRequestsRunning,

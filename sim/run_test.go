@@ -196,3 +196,21 @@ func TestRunSamples(t *testing.T) {
 		t.Fatalf("at t=0 nothing has reached replica 1 yet: %+v", s)
 	}
 }
+
+func TestSamplingDoesNotChangeTheRun(t *testing.T) {
+	reqs := func() *sliceSource {
+		return &sliceSource{reqs: []*workload.Request{req(0, 0, tokens(0, 1024), 50), req(1, second, tokens(0, 512), 50)}}
+	}
+	plain, err := Run(reqs(), testRouter(), testFleet(t, 2, 2000), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	sampled, err := Run(reqs(), testRouter(), testFleet(t, 2, 2000), Options{SampleInterval: 7 * second / 10, OnSample: func(*Sample) { n++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || plain.Events != sampled.Events || plain.SimTime != sampled.SimTime {
+		t.Fatalf("%d samples; events %d vs %d, sim time %d vs %d", n, plain.Events, sampled.Events, plain.SimTime, sampled.SimTime)
+	}
+}

@@ -20,6 +20,7 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newEPPCmd(),
 		newTraceCmd(),
+		newDiffCmd(),
 	)
 	return root
 }
