@@ -20,6 +20,8 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newEPPCmd(),
 		newTraceCmd(),
+		newSweepCmd(),
+		newTuneCmd(),
 		newDiffCmd(),
 	)
 	return root

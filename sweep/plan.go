@@ -1,0 +1,392 @@
+package sweep
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/eppsim/eppsim/scenario"
+	"github.com/eppsim/eppsim/workload"
+)
+
+// maxGridPoints bounds a full grid; larger spaces need --random.
+const maxGridPoints = 10_000_000
+
+// Sweep defines a sweep: the traffic, fleet and environment of every
+// point (Spec), the base EPP configuration and the dimensions to vary.
+type Sweep struct {
+	// Version is the eppsim version (recorded and hashed).
+	Version string
+	Spec    *scenario.Spec
+	// EPP is the base configuration (--epp-config: file, "default",
+	// baseline, or inline YAML).
+	EPP scenario.EPP
+	// Fleet describes the fleet for people ("4 × llama-3.1-8b-h100").
+	Fleet string
+	Dims  []Dim
+	// Random > 0 samples that many distinct grid points (seeded by
+	// RandomSeed) instead of running the whole grid.
+	Random     int
+	RandomSeed uint64
+}
+
+// SpecDoc is a sweep's specification as points.jsonl and sweep.json
+// record it. Everything that determines the simulations is in it; Hash
+// covers those parts (file paths are replaced by content hashes).
+type SpecDoc struct {
+	Version string `json:"version"`
+	Trace   string `json:"trace"`
+	// TraceSHA256 identifies a trace file by content.
+	TraceSHA256 string `json:"trace_sha256,omitempty"`
+	EPPConfig   string `json:"epp_config"`
+	// Baseline names the built-in baseline the base config is, if any.
+	Baseline string `json:"baseline,omitempty"`
+	Fleet    string `json:"fleet"`
+	// Workload is workload.Options; Replicas the fleet ([]sim.ReplicaSpec).
+	Workload    json.RawMessage `json:"workload"`
+	Replicas    json.RawMessage `json:"replicas"`
+	Environment EnvDoc          `json:"environment"`
+	// BaseEPP is the base configuration's effective EndpointPickerConfig.
+	BaseEPP    string   `json:"base_epp_config"`
+	Dims       []DimDoc `json:"dims"`
+	Random     int      `json:"random,omitempty"`
+	RandomSeed uint64   `json:"random_seed,omitempty"`
+	// Points is the number of points of the whole sweep (all shards).
+	Points int `json:"points"`
+}
+
+// EnvDoc is the simulation environment of every point (before knobs).
+type EnvDoc struct {
+	Seed           uint64 `json:"seed"`
+	ScrapeInterval string `json:"refresh_metrics_interval"`
+	KVEventLag     string `json:"kv_event_lag"`
+	EPPLatency     string `json:"epp_latency"`
+	NetworkLatency string `json:"network_latency"`
+	MaxRequests    int    `json:"max_requests,omitempty"`
+	Duration       string `json:"duration,omitempty"`
+	Warmup         string `json:"warmup,omitempty"`
+}
+
+// DimDoc is a dimension with its values.
+type DimDoc struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+}
+
+// Hash is the hex SHA-256 of the parts of d that determine the points'
+// simulations.
+func (d *SpecDoc) Hash() string {
+	h := *d
+	if h.TraceSHA256 != "" {
+		h.Trace = ""
+	}
+	h.EPPConfig, h.Fleet = "", ""
+	b, _ := json.Marshal(&h)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Plan is a validated sweep with its points numbered.
+type Plan struct {
+	spec *scenario.Spec
+	base *base
+	dims []Dim
+	// sizes are the dimensions' value counts; random holds the sampled
+	// points' value indices (nil for a grid).
+	sizes  []int
+	random [][]int32
+	n      int
+	doc    SpecDoc
+	hash   string
+	hasEPP bool // some dimension addresses the EPP config
+}
+
+// NewPlan validates a sweep: every dimension must address something that
+// exists, and every value of a plugin dimension must give a configuration
+// that loads (an unknown parameter fails the plugin's strict decoding).
+func NewPlan(sw Sweep) (*Plan, error) {
+	if sw.Spec == nil {
+		return nil, errors.New("sweep: no scenario")
+	}
+	if len(sw.Dims) == 0 {
+		return nil, errors.New("nothing to vary: give at least one --vary NAME=VALUES")
+	}
+	if sw.Random < 0 {
+		return nil, fmt.Errorf("--random %d: must not be negative", sw.Random)
+	}
+	if sw.EPP.Source == "" && sw.EPP.YAML == nil {
+		sw.EPP.Source = "default"
+	}
+	b, err := loadBase(sw.EPP)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{base: b, dims: sw.Dims}
+	spec := *sw.Spec
+	if spec.Workload.Tokenizer == nil {
+		// One tokenizer shared by every point's workload stream.
+		tok, err := workload.NewTokenizer()
+		if err != nil {
+			return nil, err
+		}
+		spec.Workload.Tokenizer = tok
+	}
+	if b.builtin == "oracle" {
+		spec.Env.KVEventLag = 0 // as scenario.Run does for the oracle baseline
+	}
+	p.spec = &spec
+	seen := map[string]bool{}
+	for _, d := range sw.Dims {
+		if seen[d.Name] {
+			return nil, fmt.Errorf("--vary %s given twice", d.Name)
+		}
+		seen[d.Name] = true
+		if len(d.Values) == 0 {
+			return nil, fmt.Errorf("--vary %s: no values", d.Name)
+		}
+		if err := b.check(d); err != nil {
+			return nil, fmt.Errorf("--vary %s: %w", d, err)
+		}
+		if d.kind == kindWeight || d.kind == kindParam {
+			p.hasEPP = true
+			if b.builtin == "round-robin" {
+				return nil, fmt.Errorf("--vary %s: the round-robin baseline has no configurable plugins; use a config file", d.Name)
+			}
+			if err := p.checkValues(d); err != nil {
+				return nil, err
+			}
+		}
+		if d.Name == "replicas" && !uniformFleet(spec.Fleet) {
+			return nil, errors.New("--vary replicas needs a uniform fleet (--replicas/--preset, not a --fleet file with groups or labels)")
+		}
+		p.sizes = append(p.sizes, len(d.Values))
+	}
+	grid := 1.0
+	for _, s := range p.sizes {
+		grid *= float64(s)
+	}
+	switch {
+	case sw.Random > 0:
+		if float64(sw.Random) > grid {
+			return nil, fmt.Errorf("--random %d: the space has only %.0f points; drop --random to run them all", sw.Random, grid)
+		}
+		p.random = sample(p.sizes, grid, sw.Random, sw.RandomSeed)
+		p.n = sw.Random
+	case grid > maxGridPoints:
+		return nil, fmt.Errorf("the grid has %.0f points (more than %d); use --random N to sample it", grid, maxGridPoints)
+	default:
+		p.n = int(grid)
+	}
+	if p.doc, err = specDoc(sw, &spec, b, p.n); err != nil {
+		return nil, err
+	}
+	p.hash = p.doc.Hash()
+	return p, nil
+}
+
+// checkValues loads the base config with each of d's values alone, so an
+// error names the --vary flag and the value.
+func (p *Plan) checkValues(d Dim) error {
+	for _, v := range d.Values {
+		_, y, err := p.base.configFor([]Dim{d}, []string{v})
+		if err == nil {
+			err = validateConfig(y, d.Name+"="+v)
+		}
+		if err != nil {
+			return fmt.Errorf("--vary %s: value %s: %w", d.Name, v, err)
+		}
+	}
+	return nil
+}
+
+// sample draws n distinct grid points uniformly (a sparse Fisher-Yates
+// shuffle over the grid's row-major numbering when it fits in an int64,
+// rejection of repeats otherwise).
+func sample(sizes []int, grid float64, n int, seed uint64) [][]int32 {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed5eed))
+	out := make([][]int32, 0, n)
+	decode := func(k uint64) []int32 {
+		idx := make([]int32, len(sizes))
+		for i := len(sizes) - 1; i >= 0; i-- {
+			idx[i] = int32(k % uint64(sizes[i]))
+			k /= uint64(sizes[i])
+		}
+		return idx
+	}
+	if grid < 1<<62 {
+		g := uint64(grid)
+		swapped := map[uint64]uint64{}
+		at := func(k uint64) uint64 {
+			if v, ok := swapped[k]; ok {
+				return v
+			}
+			return k
+		}
+		for i := range uint64(n) {
+			j := i + rng.Uint64N(g-i)
+			vi, vj := at(i), at(j)
+			swapped[i], swapped[j] = vj, vi
+			out = append(out, decode(vj))
+		}
+		return out
+	}
+	seen := map[string]bool{}
+	for len(out) < n {
+		idx := make([]int32, len(sizes))
+		for i, s := range sizes {
+			idx[i] = int32(rng.IntN(s))
+		}
+		key := fmt.Sprint(idx)
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, idx)
+		}
+	}
+	return out
+}
+
+// specDoc records the sweep's specification.
+func specDoc(sw Sweep, spec *scenario.Spec, b *base, n int) (SpecDoc, error) {
+	d := SpecDoc{Version: sw.Version, Trace: spec.Trace, EPPConfig: sw.EPP.Source, Baseline: b.builtin,
+		Fleet: sw.Fleet, BaseEPP: string(b.yaml), Random: sw.Random, Points: n}
+	if sw.EPP.YAML != nil {
+		d.EPPConfig = sw.EPP.Name
+	}
+	if sw.Random > 0 {
+		d.RandomSeed = sw.RandomSeed
+	}
+	if !strings.HasPrefix(spec.Trace, "builtin:") {
+		sum, err := fileSHA256(spec.Trace)
+		if err != nil {
+			return d, fmt.Errorf("--trace: %w", err)
+		}
+		d.TraceSHA256 = sum
+	}
+	w := spec.Workload
+	w.Tokenizer = nil
+	var err error
+	if d.Workload, err = json.Marshal(w); err != nil {
+		return d, fmt.Errorf("recording the workload options: %w", err)
+	}
+	if d.Replicas, err = json.Marshal(spec.Fleet); err != nil {
+		return d, fmt.Errorf("recording the fleet: %w", err)
+	}
+	e := spec.Env
+	d.Environment = EnvDoc{Seed: e.Seed, ScrapeInterval: time.Duration(e.ScrapeInterval).String(),
+		KVEventLag: time.Duration(e.KVEventLag).String(), EPPLatency: time.Duration(e.EPPLatency).String(),
+		NetworkLatency: time.Duration(e.NetworkLatency).String(), MaxRequests: e.MaxRequests}
+	if e.Duration > 0 {
+		d.Environment.Duration = time.Duration(e.Duration).String()
+	}
+	if e.Warmup > 0 {
+		d.Environment.Warmup = time.Duration(e.Warmup).String()
+	}
+	for _, dim := range sw.Dims {
+		d.Dims = append(d.Dims, DimDoc{Name: dim.Name, Values: dim.Values})
+	}
+	return d, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Len is the number of points of the whole sweep.
+func (p *Plan) Len() int { return p.n }
+
+// Dims returns the varied dimensions in order.
+func (p *Plan) Dims() []Dim { return p.dims }
+
+// Doc returns the sweep's specification.
+func (p *Plan) Doc() SpecDoc { return p.doc }
+
+// Hash returns the hash of the sweep's specification.
+func (p *Plan) Hash() string { return p.hash }
+
+func (p *Plan) indices(i int) []int {
+	idx := make([]int, len(p.sizes))
+	if p.random != nil {
+		for k, v := range p.random[i] {
+			idx[k] = int(v)
+		}
+		return idx
+	}
+	for k := len(p.sizes) - 1; k >= 0; k-- {
+		idx[k] = i % p.sizes[k]
+		i /= p.sizes[k]
+	}
+	return idx
+}
+
+// Values returns point i's values, aligned with Dims. Grid points are
+// numbered row-major: the last dimension varies fastest.
+func (p *Plan) Values(i int) []string {
+	out := make([]string, len(p.dims))
+	for k, j := range p.indices(i) {
+		out[k] = p.dims[k].Values[j]
+	}
+	return out
+}
+
+// describe is "name=value, name=value" for errors and best.yaml.
+func describe(dims []Dim, values []string) string {
+	parts := make([]string, len(dims))
+	for i, d := range dims {
+		parts[i] = d.Name + "=" + values[i]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Point returns what point i simulates: the scenario with its knobs
+// applied and its EPP configuration.
+func (p *Plan) Point(i int) (*scenario.Spec, scenario.EPP, error) {
+	if i < 0 || i >= p.n {
+		return nil, scenario.EPP{}, fmt.Errorf("point %d out of range 0..%d", i, p.n-1)
+	}
+	vals := p.Values(i)
+	spec, err := applyKnobs(p.spec, p.dims, vals)
+	if err != nil {
+		return nil, scenario.EPP{}, fmt.Errorf("point %d (%s): %w", i, describe(p.dims, vals), err)
+	}
+	name := fmt.Sprintf("point-%d", i)
+	if p.base.builtin == "round-robin" {
+		// Only knobs vary: the baseline's picker swap needs its name.
+		return spec, scenario.EPP{Name: name, Source: p.base.builtin}, nil
+	}
+	_, y, err := p.base.configFor(p.dims, vals)
+	if err != nil {
+		return nil, scenario.EPP{}, fmt.Errorf("point %d (%s): %w", i, describe(p.dims, vals), err)
+	}
+	return spec, scenario.EPP{Name: name, YAML: y}, nil
+}
+
+// validatePoint loads point i's configuration.
+func (p *Plan) validatePoint(i int) error {
+	if !p.hasEPP {
+		return nil
+	}
+	_, e, err := p.Point(i)
+	if err != nil {
+		return err
+	}
+	if err := validateConfig(e.YAML, e.Name); err != nil {
+		return fmt.Errorf("point %d (%s): %w", i, describe(p.dims, p.Values(i)), err)
+	}
+	return nil
+}
