@@ -531,16 +531,7 @@ func diffMetricsFigure(res *DiffResult) figure {
 	f.h = inches(3.2 * float64(rows))
 	f.draw = func(c draw.Canvas) {
 		withLegend(c, l, 6, func(c draw.Canvas) {
-			tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(14), PadY: vg.Points(12),
-				PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4)}
-			cs := plot.Align(plots, tiles, c)
-			for j := range plots {
-				for i, p := range plots[j] {
-					if p != nil {
-						p.Draw(cs[j][i])
-					}
-				}
-			}
+			drawGrid(c, plots, vg.Points(14))
 		})
 	}
 	return f

@@ -380,19 +380,25 @@ func (o *Output) predictedFigure() figure {
 	f.h = inches(4.3 * float64(rows))
 	f.draw = func(c draw.Canvas) {
 		withLegend(c, l, 5, func(c draw.Canvas) {
-			tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(12), PadY: vg.Points(12),
-				PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4)}
-			cs := plot.Align(plots, tiles, c)
-			for j := range plots {
-				for i, p := range plots[j] {
-					if p != nil {
-						p.Draw(cs[j][i])
-					}
-				}
-			}
+			drawGrid(c, plots, vg.Points(12))
 		})
 	}
 	return f
+}
+
+// drawGrid draws a grid of panels (rows of plots, nil = empty cell) with
+// aligned axes, padX apart horizontally.
+func drawGrid(c draw.Canvas, plots [][]*plot.Plot, padX vg.Length) {
+	tiles := draw.Tiles{Rows: len(plots), Cols: len(plots[0]), PadX: padX, PadY: vg.Points(12),
+		PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(4)}
+	cs := plot.Align(plots, tiles, c)
+	for j := range plots {
+		for i, p := range plots[j] {
+			if p != nil {
+				p.Draw(cs[j][i])
+			}
+		}
+	}
 }
 
 // hitRatioFigure: fleet-wide true hit ratio per sample interval (solid)
