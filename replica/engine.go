@@ -170,6 +170,18 @@ func (e *Engine) ChainHashes(tokens []uint32, cacheSalt string) []uint64 {
 	return e.hasher.Chain(nil, e.hasher.Root(cacheSalt), tokens)
 }
 
+// ChainHashIDs is ChainHashes for a prompt synthesized from trace block ids
+// (BlockHasher.ChainIDs): ids cover idBlockSize tokens each, a multiple of
+// the engine block size. It returns ok false, and no hashes, when the
+// prompt does not fit that contract; the caller then uses ChainHashes.
+func (e *Engine) ChainHashIDs(tokens []uint32, ids []int64, idBlockSize int, cacheSalt string) (hashes []uint64, ok bool) {
+	bs := e.cfg.BlockSize
+	if idBlockSize <= 0 || idBlockSize%bs != 0 || idBlockSize/bs > 1<<16 || len(ids)*idBlockSize < len(tokens) {
+		return nil, false
+	}
+	return e.hasher.ChainIDs(nil, e.hasher.Root(cacheSalt), tokens, ids, idBlockSize), true
+}
+
 // ensureHashes extends r's hash chain to cover n full blocks (A.1: only
 // full blocks are hashed; generated tokens extend the chain as they come).
 func (e *Engine) ensureHashes(r *Request, n int) {

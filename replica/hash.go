@@ -67,3 +67,55 @@ func (h *BlockHasher) Chain(dst []uint64, parent uint64, tokens []uint32) []uint
 	}
 	return dst
 }
+
+// ChainIDs is Chain for a prompt synthesized from trace block ids (Mooncake,
+// Alibaba hash-id traces): tokens are the prompt, ids its trace block ids,
+// each covering idBlockSize tokens (a multiple of the engine block size;
+// the last id may cover fewer). It returns the same number of hashes as
+// Chain, without hashing every token.
+//
+// It relies on the synthesis contract of such traces (workload/hashid.go):
+// within one trace, token k of trace block id is a pure function of
+// (id, k), so engine block j of trace block B holds exactly the tokens
+// determined by (ids[B], j). The first engine block is hashed from its
+// tokens as Chain does (so the chain root still carries the cache salt and
+// the trace's synthesis seed); every later block's hash is a cheap mix of
+// (parent, id, j). Two hash-id prompts of a trace then share a hash chain
+// prefix exactly when they share a token prefix (up to collisions of the
+// synthesis and of 64-bit hashes, negligible either way), which is all the
+// engine and the KV-event consumers rely on: engine hashes are opaque keys
+// (the precise producer recomputes its own keys from the events' tokens).
+// Output blocks extend the chain from the last prompt hash with Next as
+// usual.
+func (h *BlockHasher) ChainIDs(dst []uint64, parent uint64, tokens []uint32, ids []int64, idBlockSize int) []uint64 {
+	bs := h.blockSize
+	n := len(tokens) / bs
+	if n == 0 {
+		return dst
+	}
+	per := idBlockSize / bs // engine blocks per trace block
+	dst = slices.Grow(dst, n)
+	parent = h.Next(parent, tokens[:bs])
+	dst = append(dst, parent)
+	for g := 1; g < n; g++ {
+		parent = idStep(parent, ids[g/per], g%per)
+		dst = append(dst, parent)
+	}
+	return dst
+}
+
+// idStep is ChainIDs's chain step: the hash of engine block j of trace block
+// id after parent. The key id<<16|j is injective (ids < 2^47, j < 2^16,
+// workload's limits) and mix64 is a bijection, so for a fixed parent
+// distinct (id, j) never collide, and for a fixed key distinct parents
+// never do.
+func idStep(parent uint64, id int64, j int) uint64 {
+	return mix64(parent ^ mix64((uint64(id)<<16|uint64(j))+0x9e3779b97f4a7c15))
+}
+
+// mix64 is the splitmix64 finalizer, a bijection on 64-bit values.
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}

@@ -426,7 +426,7 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	}
 	f.er = &epp.Request{ID: strconv.FormatInt(wr.ID, 10), TargetModel: wr.Model, Headers: headers, Path: wr.Endpoint,
 		Body: wr.Body, ServerPromptTokens: wr.PromptTokens}
-	hashes := r.hashEng.ChainHashes(wr.PromptTokens, wr.CacheSalt)
+	hashes := r.promptHashes(wr)
 	cached := r.cachedScratch[:0]
 	for _, fr := range r.fleet {
 		c := fr.eng.CachedPrefixTokens(hashes, len(wr.PromptTokens))
@@ -457,6 +457,20 @@ func (r *runner) route(now int64, wr *workload.Request) {
 		CacheSalt: wr.CacheSalt, PromptHashes: hashes}
 	slot := r.newFlight(f)
 	r.loop.At(now+r.opts.EPPLatency+r.opts.NetworkLatency, r, arg(evDeliver, slot))
+}
+
+// promptHashes returns the engine-block hash chain of wr's prompt. Prompts
+// of hash-id traces (Mooncake, Alibaba) are a pure function of their trace
+// block ids, so their chain is derived from the ids (Engine.ChainHashIDs)
+// instead of hashing every token; the chains share prefixes exactly as the
+// token chains would, so no result changes.
+func (r *runner) promptHashes(wr *workload.Request) []uint64 {
+	if wr.HashIDs != nil && len(wr.PromptTokens) == wr.PromptLen {
+		if h, ok := r.hashEng.ChainHashIDs(wr.PromptTokens, wr.HashIDs, wr.HashBlockSize, wr.CacheSalt); ok {
+			return h
+		}
+	}
+	return r.hashEng.ChainHashes(wr.PromptTokens, wr.CacheSalt)
 }
 
 // matchFraction returns the first producer's match/total on e and total.

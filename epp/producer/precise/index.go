@@ -188,15 +188,17 @@ func (pc *podCache) removeAll(recs []entry) bool {
 }
 
 // evictRequestKey removes entries from one request key, dropping the key
-// when it empties.
-func (ix *Index) evictRequestKey(rk uint64, recs []entry) {
+// when it empties. It reports whether the key still holds entries.
+func (ix *Index) evictRequestKey(rk uint64, recs []entry) (remaining bool) {
 	pc, ok := ix.data.Get(rk)
 	if !ok || pc == nil {
-		return
+		return false
 	}
 	if pc.removeAll(recs) {
 		ix.data.Remove(rk)
+		return false
 	}
+	return true
 }
 
 // evictEngineKey resolves an engine key and removes entries from its
@@ -204,6 +206,15 @@ func (ix *Index) evictRequestKey(rk uint64, recs []entry) {
 func (ix *Index) evictEngineKey(ek uint64, recs []entry) {
 	rks, ok := ix.e2r.Get(ek)
 	if !ok {
+		return
+	}
+	if len(rks) == 1 {
+		// The common 1:1 mapping, without looking rk up twice: the check
+		// below would find what evictRequestKey reports, and its Get would
+		// not change the LRU order (rk is already the most recent key).
+		if !ix.evictRequestKey(rks[0], recs) {
+			ix.e2r.Remove(ek)
+		}
 		return
 	}
 	for _, rk := range rks {
