@@ -11,11 +11,11 @@ const noBlock = -1
 // block is one physical KV block.
 type block struct {
 	refCnt int32
-	hashed bool
+	// qpos is the block's position in the free queue's ring while it is
+	// queued (refCnt == 0); stale otherwise.
+	qpos   uint32
 	hash   uint64
-	// Free queue links (valid while refCnt == 0 and the block is queued).
-	prev, next int32
-	inFree     bool
+	hashed bool
 	// Same-hash chain: vLLM does not de-duplicate (A.3), so several blocks
 	// may hold one hash; the map points at the oldest and the rest follow.
 	dupNext int32
@@ -25,15 +25,14 @@ type block struct {
 // free queue ordered by time freed, and the prefix-cache map from block hash
 // to block (vllm-engine.md A.3–A.4).
 type BlockPool struct {
-	blocks []block
-	// Free queue: doubly linked through block.prev/next, head = next to
-	// allocate. Sentinel-free: freeHead/freeTail are block ids or noBlock.
-	freeHead, freeTail int32
-	numFree            int
-	cached             blockIndex // hash -> oldest block holding it
-	events             *eventLog
-	evictions          int64
-	fresh              []int32 // scratch for Free
+	blocks    []block
+	free      freeQueue
+	cached    blockIndex // hash -> oldest block holding it
+	events    *eventLog
+	evictions int64
+	fresh     []int32 // scratch for Free
+	// sink keeps the loads of GetNewBlocks' prefetch pass alive.
+	sink int32
 }
 
 // NewBlockPool returns a pool of numBlocks blocks (block 0 is the null
@@ -43,14 +42,13 @@ func NewBlockPool(numBlocks int, events *eventLog) *BlockPool {
 		panic(fmt.Sprintf("replica: num_gpu_blocks must be at least 2, got %d", numBlocks))
 	}
 	p := &BlockPool{
-		blocks:   make([]block, numBlocks),
-		freeHead: noBlock,
-		freeTail: noBlock,
-		cached:   newBlockIndex(numBlocks),
-		events:   events,
+		blocks: make([]block, numBlocks),
+		free:   newFreeQueue(numBlocks),
+		cached: newBlockIndex(numBlocks),
+		events: events,
 	}
 	for i := range p.blocks {
-		p.blocks[i].prev, p.blocks[i].next, p.blocks[i].dupNext = noBlock, noBlock, noBlock
+		p.blocks[i].dupNext = noBlock
 	}
 	// The null block is held forever so it is never handed out.
 	p.blocks[nullBlock].refCnt = 1
@@ -65,11 +63,11 @@ func (p *BlockPool) NumBlocks() int { return len(p.blocks) }
 
 // NumFree is the length of the free queue (cached-but-unreferenced blocks
 // included: they are evictable).
-func (p *BlockPool) NumFree() int { return p.numFree }
+func (p *BlockPool) NumFree() int { return p.free.live }
 
 // Usage is vllm:kv_cache_usage_perc: 1 - free/(num_gpu_blocks-1) (A.4).
 func (p *BlockPool) Usage() float64 {
-	return 1 - float64(p.numFree)/float64(len(p.blocks)-1)
+	return 1 - float64(p.free.live)/float64(len(p.blocks)-1)
 }
 
 // Evictions counts cached blocks dropped from the prefix cache on reuse.
@@ -89,7 +87,7 @@ func (p *BlockPool) Touch(ids []int32) {
 	for _, b := range ids {
 		blk := &p.blocks[b]
 		if blk.refCnt == 0 {
-			p.unlink(b)
+			p.free.remove(blk.qpos)
 		}
 		blk.refCnt++
 	}
@@ -99,16 +97,31 @@ func (p *BlockPool) Touch(ids []int32) {
 // block that still holds a hash is evicted from the prefix cache first (lazy
 // eviction, BlockRemoved), then handed out with refCnt 1 (A.3 step 4). The
 // caller must have checked NumFree.
+//
+// It works in passes so that the cache misses of a long allocation overlap
+// instead of queueing behind each other: the ids come off the ring, one
+// pass loads every block and the index slot its hash starts probing at
+// (independent loads the CPU runs in parallel), and only then are the
+// blocks evicted one by one, in queue order, from warm cache lines.
 func (p *BlockPool) GetNewBlocks(n int, out []int32) []int32 {
-	if n > p.numFree {
-		panic(fmt.Sprintf("replica: GetNewBlocks(%d) with %d free", n, p.numFree))
+	if n > p.free.live {
+		panic(fmt.Sprintf("replica: GetNewBlocks(%d) with %d free", n, p.free.live))
 	}
+	first := len(out)
 	for range n {
-		b := p.freeHead
-		p.unlink(b)
+		out = append(out, p.free.popFront())
+	}
+	popped := out[first:]
+	var touch int32
+	for _, b := range popped {
+		if blk := &p.blocks[b]; blk.hashed {
+			touch += p.cached.touch(blk.hash)
+		}
+	}
+	p.sink = touch
+	for _, b := range popped {
 		p.evict(b)
 		p.blocks[b].refCnt = 1
-		out = append(out, b)
 	}
 	return out
 }
@@ -141,6 +154,17 @@ func (p *BlockPool) evict(b int32) {
 	blk.hash = 0
 	p.evictions++
 	p.events.removed(h)
+}
+
+// Prefetch loads the index slots that looking up or caching hashes will
+// probe first, so that the cache misses of a run of independent lookups
+// overlap; it changes nothing.
+func (p *BlockPool) Prefetch(hashes []uint64) {
+	var touch int32
+	for _, h := range hashes {
+		touch += p.cached.touch(h)
+	}
+	p.sink = touch
 }
 
 // CacheBlock registers a newly full block under hash (cache_full_blocks).
@@ -198,7 +222,7 @@ func (p *BlockPool) Free(ids []int32) {
 // Reset clears the prefix cache if every block but the null block is free
 // (reset_prefix_cache); it reports whether it did.
 func (p *BlockPool) Reset() bool {
-	if p.numFree != len(p.blocks)-1 {
+	if p.free.live != len(p.blocks)-1 {
 		return false
 	}
 	p.cached.clear()
@@ -209,73 +233,48 @@ func (p *BlockPool) Reset() bool {
 	return true
 }
 
-func (p *BlockPool) pushBack(b int32) {
-	blk := &p.blocks[b]
-	blk.prev, blk.next, blk.inFree = p.freeTail, noBlock, true
-	if p.freeTail == noBlock {
-		p.freeHead = b
-	} else {
-		p.blocks[p.freeTail].next = b
-	}
-	p.freeTail = b
-	p.numFree++
-}
-
-func (p *BlockPool) pushFront(b int32) {
-	blk := &p.blocks[b]
-	blk.prev, blk.next, blk.inFree = noBlock, p.freeHead, true
-	if p.freeHead == noBlock {
-		p.freeTail = b
-	} else {
-		p.blocks[p.freeHead].prev = b
-	}
-	p.freeHead = b
-	p.numFree++
-}
-
-func (p *BlockPool) unlink(b int32) {
-	blk := &p.blocks[b]
-	if !blk.inFree {
-		panic(fmt.Sprintf("replica: block %d is not in the free queue", b))
-	}
-	if blk.prev == noBlock {
-		p.freeHead = blk.next
-	} else {
-		p.blocks[blk.prev].next = blk.next
-	}
-	if blk.next == noBlock {
-		p.freeTail = blk.prev
-	} else {
-		p.blocks[blk.next].prev = blk.prev
-	}
-	blk.prev, blk.next, blk.inFree = noBlock, noBlock, false
-	p.numFree--
-}
+func (p *BlockPool) pushBack(b int32)  { p.free.pushBack(b, p.blocks) }
+func (p *BlockPool) pushFront(b int32) { p.free.pushFront(b, p.blocks) }
 
 // FreeOrder returns the free queue from front (next to be reused) to back;
 // for tests and invariant checks.
 func (p *BlockPool) FreeOrder() []int32 {
-	out := make([]int32, 0, p.numFree)
-	for b := p.freeHead; b != noBlock; b = p.blocks[b].next {
+	out := make([]int32, 0, p.free.live)
+	p.free.each(func(b int32) bool {
 		out = append(out, b)
-	}
+		return true
+	})
 	return out
 }
 
 // checkInvariants verifies block conservation, ref counts and the hash map.
 func (p *BlockPool) checkInvariants() error {
 	n := 0
-	for b := p.freeHead; b != noBlock; b = p.blocks[b].next {
-		if p.blocks[b].refCnt != 0 {
-			return fmt.Errorf("free block %d has refCnt %d", b, p.blocks[b].refCnt)
+	queued := make([]bool, len(p.blocks))
+	var err error
+	for r := p.free.head; r != p.free.tail; r++ {
+		b := p.free.ring[r&p.free.mask]
+		if b == nullBlock {
+			continue
 		}
+		switch {
+		case b < 0 || int(b) >= len(p.blocks):
+			err = fmt.Errorf("free queue holds block %d of %d", b, len(p.blocks))
+		case queued[b]:
+			err = fmt.Errorf("block %d is queued twice", b)
+		case p.blocks[b].refCnt != 0:
+			err = fmt.Errorf("free block %d has refCnt %d", b, p.blocks[b].refCnt)
+		case p.blocks[b].qpos != r:
+			err = fmt.Errorf("free block %d at position %d records position %d", b, r, p.blocks[b].qpos)
+		}
+		if err != nil {
+			return err
+		}
+		queued[b] = true
 		n++
-		if n > len(p.blocks) {
-			return fmt.Errorf("free queue has a cycle")
-		}
 	}
-	if n != p.numFree {
-		return fmt.Errorf("free queue length %d, counter %d", n, p.numFree)
+	if n != p.free.live {
+		return fmt.Errorf("free queue length %d, counter %d", n, p.free.live)
 	}
 	held := 0
 	for i := 1; i < len(p.blocks); i++ {
@@ -285,20 +284,19 @@ func (p *BlockPool) checkInvariants() error {
 			return fmt.Errorf("block %d has refCnt %d", i, blk.refCnt)
 		case blk.refCnt > 0:
 			held++
-			if blk.inFree {
+			if queued[i] {
 				return fmt.Errorf("held block %d is in the free queue", i)
 			}
-		case !blk.inFree:
+		case !queued[i]:
 			return fmt.Errorf("unreferenced block %d is not in the free queue", i)
 		}
 	}
-	if held+p.numFree != len(p.blocks)-1 {
-		return fmt.Errorf("block conservation: %d held + %d free != %d", held, p.numFree, len(p.blocks)-1)
+	if held+p.free.live != len(p.blocks)-1 {
+		return fmt.Errorf("block conservation: %d held + %d free != %d", held, p.free.live, len(p.blocks)-1)
 	}
 	if p.blocks[nullBlock].hashed {
 		return fmt.Errorf("null block is cached")
 	}
-	var err error
 	p.cached.each(func(h uint64, head int32) bool {
 		for c := head; c != noBlock; c = p.blocks[c].dupNext {
 			if !p.blocks[c].hashed || p.blocks[c].hash != h {

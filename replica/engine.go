@@ -269,6 +269,7 @@ func (e *Engine) cacheFullBlocks(r *Request, numTokens int) {
 		return
 	}
 	e.ensureHashes(r, full)
+	e.pool.Prefetch(r.hashes[first:full])
 	for i := first; i < full; i++ {
 		e.pool.CacheBlock(r.blocks[i], r.hashes[i])
 	}

@@ -127,6 +127,8 @@ func Run(spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
 		return nil, &InputError{err}
 	}
 	defer src.Close()
+	ra := startReadahead(src)
+	defer ra.Stop() // runs before src.Close
 	opts := spec.Env
 	if l.baseline && l.source == "oracle" {
 		opts.KVEventLag = 0 // the oracle baseline sees KV events without lag
@@ -143,7 +145,7 @@ func Run(spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
 		opts.SampleInterval = 0
 	}
 	start := time.Now()
-	res, err := sim.Run(src, router, spec.Fleet, opts)
+	res, err := sim.Run(ra, router, spec.Fleet, opts)
 	wall := time.Since(start).Seconds()
 	if err != nil {
 		if workload.IsInputError(err) {
@@ -157,7 +159,7 @@ func Run(spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
 		s.Sim.RequestsPerWallS = float64(res.Injected) / wall
 	}
 	s.Config = runConfig(spec, l, opts, res)
-	if n := src.Skipped(); n > 0 {
+	if n := ra.Skipped(); n > 0 {
 		s.Config.NotSimulated = append(s.Config.NotSimulated, fmt.Sprintf("%d invalid trace lines skipped (--skip-invalid)", n))
 	}
 	return s, nil

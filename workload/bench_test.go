@@ -137,6 +137,27 @@ func BenchmarkMooncakeTrace(b *testing.B) {
 	}
 }
 
+// BenchmarkHashPrompt synthesizes the tokens and completions body of one
+// 24-block Mooncake prompt (12,076 tokens, about the shared trace's mean).
+func BenchmarkHashPrompt(b *testing.B) {
+	lx, err := testTokenizer().Lexicon(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &blockSynth{seed: 1, lex: lx}
+	ids := make([]int64, 24)
+	for i := range ids {
+		ids[i] = int64(i * 1000)
+	}
+	const in = 23*512 + 300
+	model := jsonString(DefaultModel)
+	b.ReportAllocs()
+	for range b.N {
+		s.hashPrompt(ids, 512, in, model, 100)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*in), "ns/token")
+}
+
 func drainCount(s Source) (int, error) {
 	n := 0
 	for {

@@ -24,40 +24,67 @@ const (
 // offsets give equal tokens and words, so equal hash-id prefixes give
 // token-identical and byte-identical prompt prefixes; distinct ids give
 // independent content. Nothing is cached: a token costs one splitmix64 and a
-// table lookup (about 3 ns), cheaper than any cache lookup and free of memory.
+// table lookup (2-3 ns), cheaper than any cache lookup and free of memory.
 type blockSynth struct {
 	seed uint64
 	lex  *Lexicon
+	// text holds the words of up to synthChunk tokens before they are
+	// appended to a prompt (see appendWords).
+	text synthText
 }
 
+// synthChunk is how many tokens appendWords synthesizes at a time.
+const synthChunk = 256
+
+// synthText has room for synthChunk words of at most lexWordPad bytes, the
+// last copied as a whole lexWordPad-byte table slot.
+type synthText [synthChunk*lexWordPad + lexWordPad]byte
+
 // appendBlock appends tokens [from, to) of block h and, if withText, their
-// words to text (which should have spare capacity).
+// words to text.
 func (s *blockSynth) appendBlock(toks []uint32, text []byte, withText bool, h uint64, from, to int) ([]uint32, []byte) {
-	lx := s.lex
 	base := s.seed ^ h<<16
 	n0 := len(toks)
 	toks = slices.Grow(toks, to-from)[:n0+to-from]
 	out := toks[n0:]
 	if !withText {
+		ids := &s.lex.ids
 		for j := range out {
-			out[j] = lx.ids[splitmix64(base^uint64(from+j))>>lexSlotShift]
+			out[j] = ids[lexSlot(base^uint64(from+j))]
 		}
 		return toks, text
 	}
-	for j := range out {
-		i := splitmix64(base^uint64(from+j)) >> lexSlotShift
-		out[j] = lx.ids[i]
-		l := len(text)
-		if cap(text)-l < lexWordPad {
-			text = append(text[:cap(text)], make([]byte, cap(text)/2+lexWordPad)...)[:l]
-		}
-		// Copy the whole 16-byte table slot (one move) and keep the
-		// word's length; the bytes past it are overwritten by the next word
-		// or cut off.
-		*(*[lexWordPad]byte)(text[l : l+lexWordPad]) = *(*[lexWordPad]byte)(lx.words[i*lexWordPad : i*lexWordPad+lexWordPad])
-		text = text[:l+int(lx.lens[i])]
+	// Chunks do not cross multiples of synthChunk (a power of two): token
+	// a+r of the chunk at a (a multiple of it, r < synthChunk) has key
+	// base^(a+r) == (base^a)^r.
+	for k := from; k < to; {
+		end := min(to, (k/synthChunk+1)*synthChunk)
+		n := s.lex.appendWords(out[k-from:end-from], &s.text, base^uint64(k&^(synthChunk-1)), k&(synthChunk-1))
+		text = append(text, s.text[:n]...)
+		k = end
 	}
 	return toks, text
+}
+
+// appendWords sets out[j] to the token of key^(j0+j), writes their words to
+// dst and returns the words' length (j0+len(out) <= synthChunk). It is the
+// hot loop of prompt synthesis, kept small so that the compiler keeps its
+// values in registers; the fixed-size dst and the masked offset let it drop
+// every bounds check, and each word is written as its whole 16-byte table
+// slot (one move) of which only the word's length is kept.
+func (lx *Lexicon) appendWords(out []uint32, dst *synthText, key uint64, j0 int) int {
+	ids, lens, words, d := lx.ids[:], lx.lens[:], lx.words[:], dst[:]
+	l := 0
+	for j := range out {
+		i := lexSlot(key ^ uint64(j0+j))
+		n := int(lens[i])
+		out[j] = ids[i]
+		// l < synthChunk*lexWordPad: at most synthChunk-1 words precede.
+		x := l & (synthChunk*lexWordPad - 1)
+		*(*[lexWordPad]byte)(d[x : x+lexWordPad]) = *(*[lexWordPad]byte)(words[i*lexWordPad:])
+		l = x + n
+	}
+	return l
 }
 
 // hashPrompt materializes the prompt of a hash-id request (every id but the

@@ -34,6 +34,7 @@ type hashIDReader struct {
 	chains  *sessionTable[uint64] // Mooncake: prefix hash of full-block list -> request
 	chats   *sessionTable[string] // Alibaba: chat_id -> request
 	prefixH []uint64
+	fast    hashIDFast
 }
 
 func newHashIDReader(r io.Reader, name string, f Format, o *Options) (*hashIDReader, error) {
@@ -93,6 +94,14 @@ type hashIDLine struct {
 	Turn         *int    `json:"turn"`
 }
 
+// decodeHashIDLine is the general path, for lines parseHashIDFast declines.
+// (Its own variable escapes to the heap, the fast path's does not.)
+func decodeHashIDLine(line []byte) (hashIDLine, error) {
+	var l hashIDLine
+	err := json.Unmarshal(line, &l)
+	return l, err
+}
+
 func (h *hashIDReader) bad(field, format string, args ...any) error {
 	return &InputError{File: h.name, Line: h.lr.line, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
@@ -122,10 +131,13 @@ func (h *hashIDReader) next() (*Request, error) {
 }
 
 func (h *hashIDReader) parse(line []byte) (*Request, error) {
-	var l hashIDLine
-	if err := json.Unmarshal(line, &l); err != nil {
-		field, msg := jsonProblem(err)
-		return nil, &InputError{File: h.name, Line: h.lr.line, Field: field, Msg: msg, Err: err}
+	l, ok := parseHashIDFast(line, &h.fast)
+	if !ok {
+		var err error
+		if l, err = decodeHashIDLine(line); err != nil {
+			field, msg := jsonProblem(err)
+			return nil, &InputError{File: h.name, Line: h.lr.line, Field: field, Msg: msg, Err: err}
+		}
 	}
 	// Validate everything before touching session state or ids.
 	tsText, err := jsonNumber(l.Timestamp)

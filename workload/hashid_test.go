@@ -123,6 +123,59 @@ func TestHashIDSeedAndFormula(t *testing.T) {
 	}
 }
 
+// TestAppendBlockReference checks appendBlock against its rule written
+// plainly: token k of block h is the Lexicon word and id at
+// splitmix64(seed ^ h<<16 ^ k) (traces.md C.7).
+func TestAppendBlockReference(t *testing.T) {
+	blocks := []struct {
+		h        uint64
+		from, to int
+	}{
+		{0, 0, 0}, {0, 0, 1}, {7, 0, 512}, {7, 3, 300}, {maxHashID, 250, 260}, {maxHashID, 255, 257},
+		{azureSystemBlock, 0, 2000}, {azureUniqueBase + 5<<12, 1, 513}, {9, 0, maxBlockSize}, {3, maxBlockSize - 10, maxBlockSize},
+	}
+	for _, bpt := range []float64{2.5, 4, 10} {
+		s := testSynth(t, 0x5eed1234abcd, bpt)
+		for _, b := range blocks {
+			var wantToks []uint32
+			var wantText []byte
+			for k := b.from; k < b.to; k++ {
+				w, id := s.lex.Word(splitmix64(s.seed ^ b.h<<16 ^ uint64(k)))
+				wantToks = append(wantToks, id)
+				wantText = append(wantText, w...)
+			}
+			for _, withText := range []bool{false, true} {
+				// Append after earlier content, with and without spare capacity.
+				for _, spare := range []int{0, 7, 1 << 20} {
+					toks, text := s.appendBlock([]uint32{42}, append(make([]byte, 0, 3+spare), "xyz"...), withText, b.h, b.from, b.to)
+					want := "xyz"
+					if withText {
+						want += string(wantText)
+					}
+					if !slices.Equal(toks, append([]uint32{42}, wantToks...)) || string(text) != want {
+						t.Fatalf("bpt %g block %d [%d, %d) text %v spare %d: appendBlock differs from the reference", bpt, b.h, b.from, b.to, withText, spare)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestLexSlot(t *testing.T) {
+	for _, x := range []uint64{0, 1, 1 << 63, ^uint64(0)} {
+		if got, want := lexSlot(x), splitmix64(x)>>lexSlotShift; got != want {
+			t.Fatalf("lexSlot(%#x) = %d, want %d", x, got, want)
+		}
+	}
+	x := uint64(1)
+	for range 100000 {
+		x = x*0x5851f42d4c957f2d + 0x14057b7ef767814f
+		if got, want := lexSlot(x), splitmix64(x)>>lexSlotShift; got != want {
+			t.Fatalf("lexSlot(%#x) = %d, want %d", x, got, want)
+		}
+	}
+}
+
 func TestSplitmix64(t *testing.T) {
 	// Reference values of SplitMix64 seeded with 0: the first outputs are
 	// splitmix64(0), splitmix64(0x9e3779b97f4a7c15), ...

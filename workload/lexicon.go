@@ -152,6 +152,16 @@ func (lx *Lexicon) Word(x uint64) (string, uint32) {
 	return string(lx.words[i*lexWordPad : i*lexWordPad+uint64(lx.lens[i])]), lx.ids[i]
 }
 
+// lexSlot is the table slot of random value splitmix64(x), i.e.
+// splitmix64(x) >> lexSlotShift, computed without splitmix64's final
+// z ^ z>>31: that step leaves the top 31 bits, so the top 12, unchanged.
+func lexSlot(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x >> lexSlotShift
+}
+
 // splitmix64 is the output function of Vigna's SplitMix64 generator: a
 // bijective, well-mixed 64-bit hash.
 func splitmix64(x uint64) uint64 {

@@ -163,3 +163,69 @@ func TestFastPathDifferential(t *testing.T) {
 }
 
 const diffSeed = 42
+
+// longString builds a JSON string body of about n bytes: runs of plain
+// lowercase text of random lengths (so that everything else lands at every
+// offset of the scanner's 32-byte steps) between rare escapes, raw
+// non-ASCII runes, and — when bad — invalid UTF-8 or a control character.
+func longString(r *rand.Rand, n int, bad bool) string {
+	pieces := []string{`\n`, `\"`, `\\`, `\/`, `\t`, `\u00e9`, `\ud83d\ude00`, `\ud800`, "é", "😀", "ü"}
+	if bad {
+		pieces = append(pieces, "\xff", "\x01", "\xc3")
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for b.Len() < n {
+		for range r.IntN(80) {
+			b.WriteByte(byte('a' + r.IntN(26)))
+			if r.IntN(6) == 0 {
+				b.WriteByte(' ')
+			}
+		}
+		if r.IntN(3) == 0 {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// TestFastPathLongStrings compares the fast path with the reference on
+// long prompts and message contents, where the scanner's word-at-a-time
+// loops do the work.
+func TestFastPathLongStrings(t *testing.T) {
+	r := rand.New(rand.NewPCG(diffSeed, 2))
+	e := &Estimator{}
+	n := 2000
+	if testing.Short() {
+		n = 200
+	}
+	claimed := 0
+	for i := range n {
+		bad := i%4 == 0
+		var body string
+		if i%2 == 0 {
+			body = `{"model":"m","prompt":` + longString(r, r.IntN(3000), bad) + `,"max_tokens":7}`
+		} else {
+			body = `{"model":"m","messages":[{"role":"user","content":` + longString(r, r.IntN(3000), bad) +
+				`},{"role":"assistant","content":` + longString(r, r.IntN(300), bad) + `}]}`
+		}
+		for _, path := range fuzzPaths[:3] {
+			fast, ok := fastTokenize(path, []byte(body))
+			if !ok {
+				continue
+			}
+			claimed++
+			if fast.TokenCount() == 0 {
+				fast = nil
+			}
+			ref, err := e.tokenizeReference(path, []byte(body))
+			if err != nil || !sameTokenized(fast, ref) {
+				t.Fatalf("path %q body %q:\nfast %+v\nref %+v err %v", path, body, fast, ref, err)
+			}
+		}
+	}
+	if claimed < n {
+		t.Errorf("fast path claimed only %d of %d (body, path) pairs", claimed, 3*n)
+	}
+}

@@ -26,7 +26,12 @@ const fastMaxDepth = 512
 type fscan struct {
 	b []byte
 	i int
+	// The next '"' and '\\' at or after the position of the last search
+	// for them (len(b) if none); see run.
+	quote, backslash int
 }
+
+func newFscan(b []byte) *fscan { return &fscan{b: b, quote: -1, backslash: -1} }
 
 func (s *fscan) ws() {
 	for s.i < len(s.b) {
@@ -96,13 +101,16 @@ func getu4(b []byte) rune {
 // skipString validates a string whose opening quote is at s.i.
 func (s *fscan) skipString() bool {
 	s.i++
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
+	for {
+		s.i, _ = s.run(s.i)
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case '"':
 			s.i++
 			return true
-		case c == '\\':
+		case '\\':
 			if s.i+1 >= len(s.b) {
 				return false
 			}
@@ -117,13 +125,10 @@ func (s *fscan) skipString() bool {
 			default:
 				return false
 			}
-		case c < 0x20:
+		default: // a control character
 			return false
-		default:
-			s.i = plainRun(s.b, s.i+1)
 		}
 	}
-	return false
 }
 
 const (
@@ -131,26 +136,61 @@ const (
 	hi8 = 0x8080808080808080
 )
 
-// plainRun returns the index of the first byte at or after i that ends a
-// run of plain string bytes: '"', '\\' or a control character. It tests
-// eight bytes at a time (exact "has byte" tests; the byte loop then finds
-// which one).
-func plainRun(b []byte, i int) int {
-	for ; i+8 <= len(b); i += 8 {
-		v := binary.LittleEndian.Uint64(b[i:])
-		q := v ^ (lo8 * '"')
-		bs := v ^ (lo8 * '\\')
-		special := ((q - lo8) &^ q) | ((bs - lo8) &^ bs) | ((v - lo8*0x20) &^ v)
-		if special&hi8 != 0 {
+// run returns the index of the first byte at or after i that ends a run of
+// plain string bytes — '"', '\\' or a control character — or len(s.b), and
+// whether the run has non-ASCII bytes (which then need UTF-8 validation).
+//
+// Prompts are long runs of plain text, so this is the tokenizer's inner
+// loop. The quote and the backslash are found by bytes.IndexByte, which
+// uses the processor's vector instructions; their positions are kept, as
+// they stay the next ones until the scan passes them, so that every byte
+// is searched at most once per character. Control characters and non-ASCII
+// bytes are then tested 32 bytes a step up to the nearer of the two.
+func (s *fscan) run(i int) (end int, nonASCII bool) {
+	if s.quote < i {
+		s.quote = indexByteFrom(s.b, i, '"')
+	}
+	if s.backslash < i {
+		s.backslash = indexByteFrom(s.b, i, '\\')
+	}
+	return controlRun(s.b, i, min(s.quote, s.backslash))
+}
+
+// indexByteFrom is the index of the first c at or after i in b, or len(b).
+func indexByteFrom(b []byte, i int, c byte) int {
+	if j := bytes.IndexByte(b[i:], c); j >= 0 {
+		return i + j
+	}
+	return len(b)
+}
+
+// controlRun returns the index of the first control character in b[i:end],
+// or end, and whether a non-ASCII byte precedes it.
+func controlRun(b []byte, i, end int) (int, bool) {
+	var high uint64 // the high bits of the bytes tested so far
+	// (v - 0x20…) &^ v has a high bit set in some byte exactly when v has
+	// a byte below 0x20: a borrow only starts at such a byte, and cannot
+	// set the bit of a byte ≥ 0x80.
+	b = b[:end]
+	for ; i <= len(b)-32; i += 32 {
+		w := b[i : i+32]
+		v0 := binary.LittleEndian.Uint64(w[0:8])
+		v1 := binary.LittleEndian.Uint64(w[8:16])
+		v2 := binary.LittleEndian.Uint64(w[16:24])
+		v3 := binary.LittleEndian.Uint64(w[24:32])
+		if ((v0-lo8*0x20)&^v0|(v1-lo8*0x20)&^v1|(v2-lo8*0x20)&^v2|(v3-lo8*0x20)&^v3)&hi8 != 0 {
 			break
 		}
+		high |= v0 | v1 | v2 | v3
 	}
-	for ; i < len(b); i++ {
-		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
-			return i
+	for ; i < end; i++ {
+		c := b[i]
+		if c < 0x20 {
+			break
 		}
+		high |= uint64(c)
 	}
-	return i
+	return i, high&hi8 != 0
 }
 
 // appendString decodes the string at s.i (opening quote) onto dst, as
@@ -158,67 +198,62 @@ func plainRun(b []byte, i int) int {
 // latter is legal JSON, left to the reference path).
 func (s *fscan) appendString(dst []byte) ([]byte, bool) {
 	s.i++
-	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			if !utf8.Valid(s.b[start:s.i]) {
-				return dst, false
-			}
-			dst = append(dst, s.b[start:s.i]...)
+	start := s.i      // of the text not yet appended
+	nonASCII := false // in s.b[start:s.i]
+	for {
+		end, high := s.run(s.i)
+		s.i, nonASCII = end, nonASCII || high
+		if s.i >= len(s.b) || s.b[s.i] < 0x20 {
+			return dst, false
+		}
+		// A quote or a backslash: the text before it is complete.
+		if nonASCII && !utf8.Valid(s.b[start:s.i]) {
+			return dst, false
+		}
+		dst = append(dst, s.b[start:s.i]...)
+		if s.b[s.i] == '"' {
 			s.i++
 			return dst, true
-		case c == '\\':
-			if !utf8.Valid(s.b[start:s.i]) {
-				return dst, false
-			}
-			dst = append(dst, s.b[start:s.i]...)
-			if s.i+1 >= len(s.b) {
-				return dst, false
-			}
-			switch e := s.b[s.i+1]; e {
-			case '"', '\\', '/':
-				dst = append(dst, e)
-				s.i += 2
-			case 'b':
-				dst, s.i = append(dst, '\b'), s.i+2
-			case 'f':
-				dst, s.i = append(dst, '\f'), s.i+2
-			case 'n':
-				dst, s.i = append(dst, '\n'), s.i+2
-			case 'r':
-				dst, s.i = append(dst, '\r'), s.i+2
-			case 't':
-				dst, s.i = append(dst, '\t'), s.i+2
-			case 'u':
-				r := getu4(s.b[s.i:])
-				if r < 0 {
-					return dst, false
-				}
-				s.i += 6
-				if utf16.IsSurrogate(r) {
-					if r1 := getu4(s.b[s.i:]); r1 >= 0 {
-						if d := utf16.DecodeRune(r, r1); d != unicode.ReplacementChar {
-							s.i += 6
-							dst = utf8.AppendRune(dst, d)
-							break
-						}
-					}
-					r = unicode.ReplacementChar
-				}
-				dst = utf8.AppendRune(dst, r)
-			default:
-				return dst, false
-			}
-			start = s.i
-		case c < 0x20:
-			return dst, false
-		default:
-			s.i = plainRun(s.b, s.i+1)
 		}
+		if s.i+1 >= len(s.b) {
+			return dst, false
+		}
+		switch e := s.b[s.i+1]; e {
+		case '"', '\\', '/':
+			dst = append(dst, e)
+			s.i += 2
+		case 'b':
+			dst, s.i = append(dst, '\b'), s.i+2
+		case 'f':
+			dst, s.i = append(dst, '\f'), s.i+2
+		case 'n':
+			dst, s.i = append(dst, '\n'), s.i+2
+		case 'r':
+			dst, s.i = append(dst, '\r'), s.i+2
+		case 't':
+			dst, s.i = append(dst, '\t'), s.i+2
+		case 'u':
+			r := getu4(s.b[s.i:])
+			if r < 0 {
+				return dst, false
+			}
+			s.i += 6
+			if utf16.IsSurrogate(r) {
+				if r1 := getu4(s.b[s.i:]); r1 >= 0 {
+					if d := utf16.DecodeRune(r, r1); d != unicode.ReplacementChar {
+						s.i += 6
+						dst = utf8.AppendRune(dst, d)
+						break
+					}
+				}
+				r = unicode.ReplacementChar
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, false
+		}
+		start, nonASCII = s.i, false
 	}
-	return dst, false
 }
 
 func (s *fscan) skipNumber() bool {
@@ -387,6 +422,25 @@ func packed(toks []uint32, text []byte) []uint32 {
 	return PackBytes(text)
 }
 
+// packOwned is PackBytes for text that the caller gives up. A prompt
+// string without escapes is decoded by a single append onto nil, which
+// allocates without zeroing (unlike make); when that array is 4-byte
+// aligned and has room for the padding (allocations of 8 bytes and more
+// are 8-byte aligned, and their size is rounded up to a multiple of 8),
+// the tokens reuse it, zero-padded in place, rather than a zeroed copy.
+func packOwned(text []byte) []uint32 {
+	n := (len(text) + BytesPerToken - 1) / BytesPerToken
+	if n == 0 {
+		return nil
+	}
+	if !littleEndian || cap(text) < BytesPerToken*n || uintptr(unsafe.Pointer(&text[0]))%4 != 0 {
+		return PackBytes(text)
+	}
+	padded := text[:BytesPerToken*n]
+	clear(padded[len(text):])
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&padded[0])), n)
+}
+
 // fastTokenize is the fast path of Estimator.Tokenize for path-selected
 // (or body-selected) chat completions and completions. ok=false means "use
 // the reference path".
@@ -397,9 +451,11 @@ func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) 
 	default:
 		return nil, false
 	}
-	s := &fscan{b: body}
-	toks, out := tokenBuf(len(body))
+	s := newFscan(body)
 	var (
+		toks       []uint32 // messages decode into out, a view of toks (see tokenBuf)
+		out        []byte
+		prompt     []byte // a string prompt
 		salt       []byte
 		strs       [][]byte
 		seen       [5]bool
@@ -423,6 +479,9 @@ func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) 
 			if kind == KindCompletions {
 				return s.skipValue(1)
 			}
+			if toks == nil {
+				toks, out = tokenBuf(len(body))
+			}
 			var ok bool
 			out, ok = s.appendMessages(out)
 			chatOK = ok
@@ -435,7 +494,7 @@ func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) 
 					return s.skipString()
 				}
 				var ok bool
-				out, ok = s.appendString(out[:0])
+				prompt, ok = s.appendString(nil)
 				return ok
 			case '[':
 				promptKind = 'a'
@@ -516,7 +575,7 @@ func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) 
 		case promptKind == 'a':
 			tr.Prompts = [][]uint32{nil}
 		default:
-			tr.Prompts = [][]uint32{packed(toks, out)}
+			tr.Prompts = [][]uint32{packOwned(prompt)}
 		}
 		return tr, true
 	case KindChatCompletions:
@@ -675,7 +734,7 @@ func (s *fscan) appendContent(out []byte) ([]byte, bool) {
 // fastCacheSalt reads the top-level cache_salt with the fast scanner;
 // ok=false defers to encoding/json.
 func fastCacheSalt(body []byte) (string, bool) {
-	s := &fscan{b: body}
+	s := newFscan(body)
 	var salt []byte
 	seen := false
 	ok := s.objectKeys(func(key []byte) bool {
@@ -715,7 +774,7 @@ var outputCapFields = [3]string{"max_completion_tokens", "max_tokens", "max_outp
 
 // fastMaxOutputTokens is MaxOutputTokens with the fast scanner.
 func fastMaxOutputTokens(body []byte) (int64, bool) {
-	s := &fscan{b: body}
+	s := newFscan(body)
 	var vals [3]*int64
 	var seen [3]bool
 	ok := s.objectKeys(func(key []byte) bool {

@@ -42,6 +42,14 @@ var fuzzSeeds = []string{
 	`{"system":[{"type":"text","text":"x-anthropic-billing-header: 1"},{"type":"text","text":"sys"}],"messages":[{"role":"user","content":[{"type":"thinking","thinking":"hm"},{"type":"tool_use","id":"t1","name":"f","input":{"a": 1}},{"type":"tool_result","content":[{"type":"text","text":"r1"},{"type":"text","text":"r2"},{"type":"image","source":{"type":"base64","data":"QUJD"}}]}]}]}`,
 	`[]`, `null`, `"x"`, `{`, `{"prompt":"x"} trailing`, `{"prompt":"\x01"}`, `{"prompt":"\ud800\u0041"}`,
 	"{\"prompt\":\"\xff\xfe\"}", `{"messages":[{"role":"user","content":"x","name":{"nested":[1,2,{"deep":true}]}}],"n":-1.5e-3}`,
+	// Long strings, for the scanner's 32-byte steps: plain, then with a
+	// control character, an escape, non-ASCII and invalid UTF-8 past the
+	// first steps.
+	`{"model":"m","prompt":"the cache prefix router token block replica latency model request the cache"}`,
+	"{\"model\":\"m\",\"prompt\":\"the cache prefix router token block replica latency model\x1f request\"}",
+	`{"model":"m","prompt":"the cache prefix router token block replica latency model\n request \u00e9\"x\" the end"}`,
+	`{"messages":[{"role":"user","content":"the cache prefix router token block replica latency héllo wörld 😀 model request"}]}`,
+	"{\"model\":\"m\",\"prompt\":\"the cache prefix router token block replica latency model \xc3 request\"}",
 }
 
 func FuzzTokenize(f *testing.F) {

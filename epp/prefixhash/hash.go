@@ -2,6 +2,7 @@ package prefixhash
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
@@ -24,11 +25,30 @@ func Seed(model, salt string) uint64 {
 }
 
 // chainHash is the outer hash of one block: xxh64(LE64(blockID) ++ LE64(prev)).
+//
+// It is XXH64 with seed 0 written out for this one 16-byte input (two
+// stripe-less rounds and the avalanche), which the compiler inlines,
+// instead of a call through xxhash.Sum64's general loop per block;
+// TestChainHashMatchesXXHash pins it to the library.
 func chainHash(blockID, prev uint64) uint64 {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], blockID)
-	binary.LittleEndian.PutUint64(b[8:], prev)
-	return xxhash.Sum64(b[:])
+	const (
+		prime1 = 11400714785074694791
+		prime2 = 14029467366897019727
+		prime3 = 1609587929392839161
+		prime4 = 9650029242287828579
+		prime5 = 2870177450012600261
+	)
+	h := uint64(prime5 + 16)
+	for _, lane := range [2]uint64{blockID, prev} {
+		k := bits.RotateLeft64(lane*prime2, 31) * prime1
+		h = bits.RotateLeft64(h^k, 27)*prime1 + prime4
+	}
+	h ^= h >> 33
+	h *= prime2
+	h ^= h >> 29
+	h *= prime3
+	h ^= h >> 32
+	return h
 }
 
 // littleEndian reports whether the host stores uint32 little-endian, in which

@@ -283,10 +283,15 @@ func (a *ApproxPrefix) RemovePod(endpointName string) { a.idx.dropPod(endpointNa
 // (only fleets of more than 64 endpoints have any), each keyed by a hash
 // only while non-empty.
 type approxIndex struct {
-	hashToPods u64Map[uint64]
+	hashToPods groupMap
 	highPods   map[uint64][]int32
 	ids        map[string]int32
 	pods       []approxPod
+	// Scratch of add, kept to spare allocations per request.
+	evicted, fresh []uint64
+	candidates     []uint32
+	// sink receives the words that the touch loops load (see groupMap.touch).
+	sink uint64
 }
 
 type approxPod struct {
@@ -320,7 +325,7 @@ func (ix *approxIndex) holds(h uint64, id int32) bool {
 // addPod puts pod id in h's set.
 func (ix *approxIndex) addPod(h uint64, id int32) {
 	if id < 64 {
-		ix.hashToPods.Put(h, ix.hashToPods.Get(h)|1<<uint(id))
+		*ix.hashToPods.ref(h) |= 1 << uint(id)
 		return
 	}
 	hi := ix.highPods[h]
@@ -335,10 +340,13 @@ func (ix *approxIndex) addPod(h uint64, id int32) {
 // removePod takes pod id out of h's set, dropping the set when it empties.
 func (ix *approxIndex) removePod(h uint64, id int32) {
 	if id < 64 {
-		if m := ix.hashToPods.Get(h) &^ (1 << uint(id)); m == 0 {
-			ix.hashToPods.Delete(h)
-		} else {
-			ix.hashToPods.Put(h, m)
+		m := &ix.hashToPods
+		if pos, ok := m.lookup(h); ok {
+			if v := *m.val(pos) &^ (1 << uint(id)); v == 0 {
+				m.deleteAt(pos)
+			} else {
+				*m.val(pos) = v
+			}
 		}
 		return
 	}
@@ -358,21 +366,35 @@ func (ix *approxIndex) removePod(h uint64, id int32) {
 
 // matchLongestPrefix adds to counts[pod] the number of hashes each pod holds
 // in the prefix that at least one pod holds (the global walk, spec §5.5).
+//
+// The walk goes a chunk of hashes at a time, touching the chunk's slots
+// first (see groupMap.touch): the walk's lookups would otherwise wait for
+// their cache misses one after the other, and touching everything at once
+// is wasted when the walk stops early.
 func (ix *approxIndex) matchLongestPrefix(hashes []uint64, counts []int) {
-	for _, h := range hashes {
-		m := ix.hashToPods.Get(h)
-		var hi []int32
-		if len(ix.highPods) > 0 {
-			hi = ix.highPods[h]
+	const chunk = 16
+	for start := 0; start < len(hashes); start += chunk {
+		part := hashes[start:min(start+chunk, len(hashes))]
+		sink := ix.sink
+		for _, h := range part {
+			sink ^= ix.hashToPods.touch(h)
 		}
-		if m == 0 && len(hi) == 0 {
-			return
-		}
-		for ; m != 0; m &= m - 1 {
-			counts[bits.TrailingZeros64(m)]++
-		}
-		for _, id := range hi {
-			counts[id]++
+		ix.sink = sink
+		for _, h := range part {
+			m := ix.hashToPods.Get(h)
+			var hi []int32
+			if len(ix.highPods) > 0 {
+				hi = ix.highPods[h]
+			}
+			if m == 0 && len(hi) == 0 {
+				return
+			}
+			for ; m != 0; m &= m - 1 {
+				counts[bits.TrailingZeros64(m)]++
+			}
+			for _, id := range hi {
+				counts[id]++
+			}
 		}
 	}
 }
@@ -390,6 +412,13 @@ func (ix *approxIndex) podID(name string) int32 {
 // add is upstream indexer.Add for one prompt: all LRU insertions first
 // (evictions fire callbacks), then the hash → pod entries. A prompt longer
 // than the LRU therefore leaves its evicted hashes in hashToPods (stale).
+//
+// The LRU insertions read nothing but the LRU, so the callbacks' removals
+// are deferred until after them, in their order, with the same result.
+// Each pass is preceded by a touch of the table groups it is about to use
+// (see groupMap.touch) — for the LRU pass, those of every hash and of the
+// records next in line for eviction — so that their cache misses overlap
+// instead of stalling the pass one by one.
 func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst bool) {
 	id := ix.podID(name)
 	p := &ix.pods[id]
@@ -397,19 +426,54 @@ func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst
 		if capacity <= 0 {
 			capacity = DefaultLRUCapacityPerServer
 		}
-		p.lru = newPodLRU(capacity, func(h uint64) { ix.removePod(h, id) })
+		p.lru = newPodLRU(capacity)
 		p.capacity = capacity
 	}
-	if tailFirst {
-		for i := len(hashes) - 1; i >= 0; i-- {
-			p.lru.Add(hashes[i])
+	l := p.lru
+	sink := ix.sink
+	for _, h := range hashes {
+		sink ^= l.index.touch(h)
+	}
+	// As many evictions as hashes at most; counting the new hashes first
+	// would cost more than touching a few records too many.
+	ix.candidates = l.appendEvictionCandidates(ix.candidates[:0], min(len(hashes), l.Len()+len(hashes)-l.capacity))
+	for _, pos := range ix.candidates {
+		sink ^= l.index.touchGroup(int(pos / posLanes))
+	}
+	evicted, fresh := ix.evicted[:0], ix.fresh[:0]
+	for i := range hashes {
+		if tailFirst {
+			i = len(hashes) - 1 - i
 		}
-	} else {
-		for _, h := range hashes {
-			p.lru.Add(h)
+		held, old, ok := l.Add(hashes[i])
+		if ok {
+			evicted = append(evicted, old)
+		}
+		if !held {
+			fresh = append(fresh, hashes[i])
 		}
 	}
-	for _, h := range hashes {
+	ix.evicted, ix.fresh = evicted, fresh
+	// A hash the LRU held already has the pod in its set, and keeps it:
+	// only a prompt longer than the LRU can evict, within this call, a hash
+	// it has moved to the front (every hash it touched is more recent
+	// than all the others). So only the new hashes need the pod added,
+	// unless the prompt is that long.
+	toAdd := fresh
+	if len(hashes) > l.capacity {
+		toAdd = hashes
+	}
+	for _, h := range evicted {
+		sink ^= ix.hashToPods.touch(h)
+	}
+	for _, h := range toAdd {
+		sink ^= ix.hashToPods.touch(h)
+	}
+	ix.sink = sink
+	for _, old := range evicted {
+		ix.removePod(old, id)
+	}
+	for _, h := range toAdd {
 		ix.addPod(h, id)
 	}
 }
@@ -421,7 +485,9 @@ func (ix *approxIndex) dropPod(name string) {
 	}
 	l := ix.pods[id].lru
 	for _, h := range l.Keys() {
-		l.Remove(h)
+		if l.Remove(h) {
+			ix.removePod(h, id)
+		}
 	}
 	ix.pods[id].lru = nil
 	ix.pods[id].capacity = 0

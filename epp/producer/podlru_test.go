@@ -1,6 +1,8 @@
 package producer
 
 import (
+	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -13,22 +15,39 @@ import (
 // evict the same hashes in the same order and hold the same keys in the
 // same recency order.
 func TestPodLRUMatchesSimpleLRU(t *testing.T) {
-	for _, capacity := range []int{1, 2, 3, 17, 100} {
+	for _, capacity := range []int{1, 2, 3, 17, 100, 1000} {
+		testPodLRUMatchesSimpleLRU(t, capacity, false)
+		testPodLRUMatchesSimpleLRU(t, capacity, true)
+	}
+}
+
+func testPodLRUMatchesSimpleLRU(t *testing.T, capacity int, colliding bool) {
+	{
 		rng := rand.New(rand.NewPCG(uint64(capacity), 3))
 		var got, want []uint64
-		l := newPodLRU(capacity, func(h uint64) { got = append(got, h) })
+		l := newPodLRU(capacity)
 		ref, err := simplelru.NewLRU[uint64, struct{}](capacity, func(h uint64, _ struct{}) { want = append(want, h) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		keySpace := uint64(3 * capacity)
+		keys := make([]uint64, 3*capacity)
+		for i := range keys {
+			keys[i] = uint64(i) * 0x9e3779b97f4a7c15 // spread over the table
+			if colliding {
+				keys[i] = collidingKey(rng)
+			}
+		}
 		for step := range 20000 {
-			h := rng.Uint64N(keySpace) * 0x9e3779b97f4a7c15 // spread over the table
+			h := keys[rng.IntN(len(keys))]
 			if rng.IntN(10) == 0 {
-				l.Remove(h)
+				if l.Remove(h) {
+					got = append(got, h)
+				}
 				ref.Remove(h)
 			} else {
-				l.Add(h)
+				if _, old, ok := l.Add(h); ok {
+					got = append(got, old)
+				}
 				ref.Add(h, struct{}{})
 			}
 			if !slices.Equal(got, want) {
@@ -45,27 +64,45 @@ func TestPodLRUMatchesSimpleLRU(t *testing.T) {
 	}
 }
 
-// TestU64MapMatchesMap churns a u64Map against a Go map, with keys that
-// share home slots so that deletions shift entries across the table's end.
-func TestU64MapMatchesMap(t *testing.T) {
+// collidingKey returns a key whose hash product (groupMap.hashBits) has one
+// of three top-bit patterns, so that keys crowd a few home groups (the last
+// ones among them, so that probe sequences wrap around) and share control
+// bytes.
+func collidingKey(rng *rand.Rand) uint64 {
+	const inverse = 0xf1de83e19937733d // of 0x9e3779b97f4a7c15 modulo 2^64 (inverse*0x9e3779b97f4a7c15 == 1)
+	top := []uint64{0, 6, 7}[rng.IntN(3)]
+	return (top<<61 | rng.Uint64N(1<<4)<<53 | rng.Uint64N(1<<20)) * inverse
+}
+
+// TestGroupMapMatchesMap churns a groupMap against a Go map, with colliding
+// keys, so that groups fill up, deletions leave tombstones, probe sequences
+// wrap around and the map rebuilds.
+func TestGroupMapMatchesMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	var m u64Map[uint64]
+	var m groupMap
 	ref := map[uint64]uint64{}
-	for step := range 100000 {
-		k := rng.Uint64N(300) << 57 // few distinct high bits: many collisions
-		if step%3 == 0 {
-			k = rng.Uint64N(1000)
-		}
+	var keys []uint64
+	for range 400 {
+		keys = append(keys, collidingKey(rng))
+	}
+	for range 100 {
+		keys = append(keys, rng.Uint64N(1000))
+	}
+	for step := range 200000 {
+		k := keys[rng.IntN(len(keys))]
 		switch rng.IntN(3) {
 		case 0:
-			m.Put(k, uint64(step)+1) // values are never zero
-			ref[k] = uint64(step) + 1
+			*m.ref(k) = uint64(step)
+			ref[k] = uint64(step)
 		case 1:
-			m.Delete(k)
+			if pos, ok := m.lookup(k); ok {
+				m.deleteAt(pos)
+			}
 			delete(ref, k)
 		}
-		if got := m.Get(k); got != ref[k] || m.Len() != len(ref) {
-			t.Fatalf("step %d: Get(%x) = %d (len %d); want %d (len %d)", step, k, got, m.Len(), ref[k], len(ref))
+		want, held := ref[k]
+		if pos, ok := m.lookup(k); ok != held || (ok && *m.val(pos) != want) || m.Len() != len(ref) {
+			t.Fatalf("step %d: lookup(%x) = %v (len %d); want %d %v (len %d)", step, k, ok, m.Len(), want, held, len(ref))
 		}
 		if step%5000 == 0 {
 			for k, w := range ref {
@@ -73,6 +110,153 @@ func TestU64MapMatchesMap(t *testing.T) {
 					t.Fatalf("step %d: Get(%x) = %d; want %d", step, k, v, w)
 				}
 			}
+			checkOverflow(t, &m)
+		}
+	}
+}
+
+// checkOverflow recounts every group's overflow: the entries living after
+// the group whose home group is at or before it on their probe sequence.
+func checkOverflow(t *testing.T, m *groupMap) {
+	t.Helper()
+	want := make([]uint64, len(m.groups))
+	mask := len(m.groups) - 1
+	for g := range m.groups {
+		for full := m.groups[g].ctrl & lanesHi; full != 0; full &= full - 1 {
+			home, _ := m.hashBits(m.groups[g].keys[bits.TrailingZeros64(full)/8])
+			for o := home; o != g; o = (o + 1) & mask {
+				want[o]++
+			}
+		}
+	}
+	for g := range m.groups {
+		if m.groups[g].overflow != want[g] {
+			t.Fatalf("group %d: overflow %d, want %d", g, m.groups[g].overflow, want[g])
+		}
+	}
+}
+
+// refIndex is upstream's indexer written naively: a set of pods per hash and
+// a golang-lru simplelru per pod whose eviction callback takes the pod out
+// of the hash's set.
+type refIndex struct {
+	pods map[uint64]map[int32]bool
+	lrus map[int32]*simplelru.LRU[uint64, struct{}]
+}
+
+func (r *refIndex) add(t *testing.T, hashes []uint64, id int32, capacity int, tailFirst bool) {
+	l := r.lrus[id]
+	if l == nil {
+		var err error
+		l, err = simplelru.NewLRU[uint64, struct{}](capacity, func(h uint64, _ struct{}) {
+			delete(r.pods[h], id)
+			if len(r.pods[h]) == 0 {
+				delete(r.pods, h)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.lrus[id] = l
+	}
+	for i := range hashes {
+		if tailFirst {
+			i = len(hashes) - 1 - i
+		}
+		l.Add(hashes[i], struct{}{})
+	}
+	for _, h := range hashes {
+		if r.pods[h] == nil {
+			r.pods[h] = map[int32]bool{}
+		}
+		r.pods[h][id] = true
+	}
+}
+
+// TestApproxIndexMatchesReference drives approxIndex and refIndex with the
+// same random prompts — shared prefixes, repeated hashes, prompts longer
+// than the LRU (stale entries), tail-first insertion, more than 64 pods,
+// pod removal — and compares every hash's pod set, the LRUs' contents in
+// recency order and the longest-prefix counts.
+func TestApproxIndexMatchesReference(t *testing.T) {
+	const pods, capacity = 70, 40
+	rng := rand.New(rand.NewPCG(9, 10))
+	ix := newApproxIndex()
+	ref := &refIndex{pods: map[uint64]map[int32]bool{}, lrus: map[int32]*simplelru.LRU[uint64, struct{}]{}}
+	universe := make([]uint64, 300)
+	for i := range universe {
+		universe[i] = splitmix(uint64(i))
+		if i%3 == 0 {
+			universe[i] = collidingKey(rng)
+		}
+	}
+	name := func(id int32) string { return fmt.Sprintf("pod%d", id) }
+	for i := range int32(pods) {
+		ix.podID(name(i)) // ids in the same order as the reference's
+	}
+	prompt := func() []uint64 {
+		start, n := rng.IntN(len(universe)), 1+rng.IntN(2*capacity)
+		var hs []uint64
+		for j := range n {
+			hs = append(hs, universe[(start+j)%len(universe)])
+		}
+		if rng.IntN(10) == 0 {
+			hs = append(hs, hs[rng.IntN(len(hs))]) // a repeated hash
+		}
+		return hs
+	}
+	for step := range 3000 {
+		id := int32(rng.IntN(pods))
+		if rng.IntN(4) == 0 {
+			id = int32(rng.IntN(3)) // a few busy pods, so that LRUs fill up
+		}
+		if rng.IntN(200) == 0 {
+			ix.dropPod(name(id))
+			if l := ref.lrus[id]; l != nil {
+				l.Purge() // fires the callback for every key
+				delete(ref.lrus, id)
+			}
+			continue
+		}
+		hs := prompt()
+		tailFirst := rng.IntN(2) == 0
+		ix.add(hs, name(id), capacity, tailFirst)
+		ref.add(t, hs, id, capacity, tailFirst)
+
+		check := hs
+		if step%10 == 0 {
+			check = universe
+		}
+		for _, h := range check {
+			for p := range int32(pods) {
+				if got, want := ix.holds(h, p), ref.pods[h][p]; got != want {
+					t.Fatalf("step %d: pod %d holds %x = %v, want %v", step, p, h, got, want)
+				}
+			}
+			if got, want := ix.held(h), len(ref.pods[h]) > 0; got != want {
+				t.Fatalf("step %d: held %x = %v, want %v", step, h, got, want)
+			}
+		}
+		for p, l := range ref.lrus {
+			got := ix.pods[p].lru
+			if got == nil || !slices.Equal(got.Keys(), l.Keys()) {
+				t.Fatalf("step %d: pod %d LRU differs", step, p)
+			}
+		}
+		q := prompt()
+		counts := make([]int, pods)
+		ix.matchLongestPrefix(q, counts)
+		want := make([]int, pods)
+		for _, h := range q {
+			if len(ref.pods[h]) == 0 {
+				break
+			}
+			for p := range ref.pods[h] {
+				want[p]++
+			}
+		}
+		if !slices.Equal(counts, want) {
+			t.Fatalf("step %d: counts %v, want %v", step, counts, want)
 		}
 	}
 }

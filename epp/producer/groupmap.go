@@ -1,0 +1,208 @@
+package producer
+
+import "math/bits"
+
+// groupMap is a hash map from uint64 keys (block hashes) to uint64 values
+// for the approximate prefix index's hot path, where every routed request
+// looks up a few hundred hashes and, once the LRUs are full, inserts and
+// deletes as many.
+//
+// It is an open-addressing table of seven-entry groups of one 128-byte
+// block each (two cache lines that the processor fetches together). A
+// control byte per entry — empty, or full with seven bits of the key's
+// hash — lets a lookup test all the entries of a group at once, as in
+// Abseil's "Swiss" tables. A key lives in the first group with an empty
+// entry from its home group on, and each group counts the keys that
+// passed it that way (its overflow), as in Folly's F14 tables: a lookup
+// stops at the first group whose overflow is zero, and a deletion simply
+// empties its entry and decrements the counts it incremented, so there
+// are no tombstones to purge. At the load kept here nearly every key lives
+// in its home group, so an operation costs one group's cache lines and
+// few mispredicted branches. Entries never move until the table grows: a
+// position (group*8 + lane) designates an entry until then.
+//
+// Compared with a Go map it keeps entries inline in one pointer-free slice
+// (the garbage collector never scans it) and exposes positions and a
+// touch, which the index's batch operations need. It answers exactly what
+// a map would; its iteration order is never used for results.
+type groupMap struct {
+	groups []mapGroup
+	shift  uint // 64 - log2(len(groups))
+	n      int
+}
+
+// mapGroup holds the entries of lanes 0..6; byte 7 of the control word is
+// unused (always empty, and masked out of every test).
+type mapGroup struct {
+	ctrl     uint64
+	keys     [mapLanes]uint64
+	vals     [mapLanes]uint64
+	overflow uint64 // keys whose home group is before this one and that live after it
+}
+
+const (
+	mapLanes  = 7
+	posLanes  = 8    // position = group*posLanes + lane
+	ctrlFull  = 0x80 // full control bytes are ctrlFull | seven hash bits; empty ones 0
+	lanesLo   = 0x0101010101010101
+	lanesHi   = 0x0080808080808080 // the high bits of lanes 0..6
+	minGroups = 2
+	// maxPerGroup is the average number of entries a group holds at
+	// most (4/7 full); beyond, the table doubles.
+	maxPerGroup = 4
+)
+
+// newGroupMap returns an empty map of the given number of groups (a power
+// of two).
+func newGroupMap(groups int) groupMap {
+	return groupMap{groups: make([]mapGroup, groups), shift: uint(64 - bits.TrailingZeros(uint(groups)))}
+}
+
+// groupsFor is the number of groups a map of n entries gets.
+func groupsFor(n int) int {
+	g := minGroups
+	for n > maxPerGroup*g {
+		g *= 2
+	}
+	return g
+}
+
+// Len is the number of entries.
+func (m *groupMap) Len() int { return m.n }
+
+// hashBits returns key's home group and control byte. Fibonacci hashing:
+// the top bits of the product pick the group, the next seven go in the
+// control byte.
+func (m *groupMap) hashBits(key uint64) (int, uint64) {
+	p := key * 0x9e3779b97f4a7c15
+	return int(p >> m.shift), ctrlFull | (p>>(m.shift-7))&0x7f
+}
+
+// find returns the position of key's entry and true, or false. The map
+// must be allocated.
+func (m *groupMap) find(key uint64) (pos int, found bool) {
+	g, c := m.hashBits(key)
+	// A key lives less than a whole table away from home: the bound only
+	// matters if every group had an overflow.
+	for range len(m.groups) {
+		grp := &m.groups[g]
+		x := grp.ctrl ^ lanesLo*c
+		// Lanes whose control byte is c: (x - 0x01…) &^ x has the high bit
+		// of the lowest zero byte of x set, and of a higher one only if
+		// that is zero or one; a false candidate fails the key comparison.
+		for cand := (x - lanesLo) &^ x & lanesHi; cand != 0; cand &= cand - 1 {
+			lane := bits.TrailingZeros64(cand) / 8
+			if grp.keys[lane] == key {
+				return g*posLanes + lane, true
+			}
+		}
+		if grp.overflow == 0 {
+			break
+		}
+		g = (g + 1) & (len(m.groups) - 1)
+	}
+	return -1, false
+}
+
+// lookup is find for a map that may be empty or unallocated.
+func (m *groupMap) lookup(key uint64) (int, bool) {
+	if m.n == 0 {
+		return -1, false
+	}
+	return m.find(key)
+}
+
+// Get returns key's value, or 0 if key is absent.
+func (m *groupMap) Get(key uint64) uint64 {
+	pos, found := m.lookup(key)
+	if !found {
+		return 0
+	}
+	return *m.val(pos)
+}
+
+func (m *groupMap) key(pos int) uint64  { return m.groups[pos/posLanes].keys[pos%posLanes] }
+func (m *groupMap) val(pos int) *uint64 { return &m.groups[pos/posLanes].vals[pos%posLanes] }
+
+// room reports whether one more entry fits without growing the table.
+func (m *groupMap) room() bool { return m.n+1 <= maxPerGroup*len(m.groups) }
+
+// insert stores key, which the map does not hold, with value v, and
+// returns its position. There must be room.
+func (m *groupMap) insert(key, v uint64) int {
+	home, c := m.hashBits(key)
+	mask := len(m.groups) - 1
+	g := home
+	for m.groups[g].ctrl&lanesHi == lanesHi {
+		g = (g + 1) & mask
+	}
+	for o := home; o != g; o = (o + 1) & mask {
+		m.groups[o].overflow++
+	}
+	grp := &m.groups[g]
+	lane := bits.TrailingZeros64(^grp.ctrl&lanesHi) / 8
+	grp.ctrl |= c << (8 * uint(lane))
+	grp.keys[lane] = key
+	grp.vals[lane] = v
+	m.n++
+	return g*posLanes + lane
+}
+
+// deleteAt removes the entry at pos. No other entry moves.
+func (m *groupMap) deleteAt(pos int) {
+	g, lane := pos/posLanes, pos%posLanes
+	grp := &m.groups[g]
+	home, _ := m.hashBits(grp.keys[lane])
+	mask := len(m.groups) - 1
+	for o := home; o != g; o = (o + 1) & mask {
+		m.groups[o].overflow--
+	}
+	grp.ctrl &^= 0xff << (8 * uint(lane))
+	m.n--
+}
+
+// ref returns a pointer to key's value, inserting key with value 0 first if
+// it is absent (growing the table if it has no room, which moves entries:
+// positions found before do not survive the call).
+func (m *groupMap) ref(key uint64) *uint64 {
+	if pos, found := m.lookup(key); found {
+		return m.val(pos)
+	}
+	if m.groups == nil || !m.room() {
+		m.grow()
+	}
+	return m.val(m.insert(key, 0))
+}
+
+// grow re-inserts the entries into a table of twice as many groups (or,
+// when unallocated, allocates the smallest).
+func (m *groupMap) grow() {
+	old := m.groups
+	*m = newGroupMap(max(minGroups, 2*len(old)))
+	for i := range old {
+		grp := &old[i]
+		for full := grp.ctrl & lanesHi; full != 0; full &= full - 1 {
+			lane := bits.TrailingZeros64(full) / 8
+			m.insert(grp.keys[lane], grp.vals[lane])
+		}
+	}
+}
+
+// touch loads both cache lines of key's home group and returns a word of
+// them. Batch operations touch all their keys first, without branching on
+// what they load, so that the processor overlaps the cache misses that the
+// dependent probe sequences would otherwise take one at a time; callers
+// fold the result into a sink so that the loads are not optimised away.
+func (m *groupMap) touch(key uint64) uint64 {
+	if len(m.groups) == 0 {
+		return 0
+	}
+	g, _ := m.hashBits(key)
+	return m.touchGroup(g)
+}
+
+// touchGroup is touch for a known group.
+func (m *groupMap) touchGroup(g int) uint64 {
+	grp := &m.groups[g]
+	return grp.ctrl ^ grp.overflow
+}
