@@ -1,6 +1,10 @@
 package replica
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/eppsim/eppsim/internal/blockmap"
+)
 
 // nullBlock is vLLM's reserved block 0: never allocated, never cached (A.3).
 const nullBlock = 0
@@ -13,13 +17,24 @@ type block struct {
 	refCnt int32
 	// qpos is the block's position in the free queue's ring while it is
 	// queued (refCnt == 0); stale otherwise.
-	qpos   uint32
-	hash   uint64
-	hashed bool
+	qpos uint32
+	hash uint64
+	// entry says whether the block holds a hash: notCached, dupMember, or
+	// the position of the prefix-cache entry that maps its hash to it.
+	entry int32
 	// Same-hash chain: vLLM does not de-duplicate (A.3), so several blocks
-	// may hold one hash; the map points at the oldest and the rest follow.
+	// may hold one hash; the map points at the oldest (the chain's head,
+	// which records the entry) and the rest (dupMember) follow.
 	dupNext int32
 }
+
+// Values of block.entry other than a map position.
+const (
+	notCached = -1 // holds no hash
+	dupMember = -2 // holds a hash whose entry maps to an older block
+)
+
+func (b *block) hashed() bool { return b.entry != notCached }
 
 // BlockPool is vLLM's BlockPool: a fixed set of num_gpu_blocks blocks, a
 // free queue ordered by time freed, and the prefix-cache map from block hash
@@ -27,12 +42,12 @@ type block struct {
 type BlockPool struct {
 	blocks    []block
 	free      freeQueue
-	cached    blockIndex // hash -> oldest block holding it
+	cached    blockmap.Map // hash -> oldest block holding it (never grows)
 	events    *eventLog
 	evictions int64
 	fresh     []int32 // scratch for Free
 	// sink keeps the loads of GetNewBlocks' prefetch pass alive.
-	sink int32
+	sink uint64
 }
 
 // NewBlockPool returns a pool of numBlocks blocks (block 0 is the null
@@ -44,11 +59,11 @@ func NewBlockPool(numBlocks int, events *eventLog) *BlockPool {
 	p := &BlockPool{
 		blocks: make([]block, numBlocks),
 		free:   newFreeQueue(numBlocks),
-		cached: newBlockIndex(numBlocks),
+		cached: blockmap.New(blockmap.GroupsFor(numBlocks)),
 		events: events,
 	}
 	for i := range p.blocks {
-		p.blocks[i].dupNext = noBlock
+		p.blocks[i].entry, p.blocks[i].dupNext = notCached, noBlock
 	}
 	// The null block is held forever so it is never handed out.
 	p.blocks[nullBlock].refCnt = 1
@@ -75,7 +90,11 @@ func (p *BlockPool) Evictions() int64 { return p.evictions }
 
 // Lookup returns a block holding hash, if any (get_cached_block: the oldest).
 func (p *BlockPool) Lookup(hash uint64) (int32, bool) {
-	return p.cached.get(hash)
+	pos, ok := p.cached.Find(hash)
+	if !ok {
+		return 0, false
+	}
+	return int32(*p.cached.Val(pos)), true
 }
 
 // RefCnt returns a block's reference count.
@@ -100,9 +119,9 @@ func (p *BlockPool) Touch(ids []int32) {
 //
 // It works in passes so that the cache misses of a long allocation overlap
 // instead of queueing behind each other: the ids come off the ring, one
-// pass loads every block and the index slot its hash starts probing at
-// (independent loads the CPU runs in parallel), and only then are the
-// blocks evicted one by one, in queue order, from warm cache lines.
+// pass loads every block and the prefix-cache entry it heads (independent
+// loads the CPU runs in parallel), and only then are the blocks evicted one
+// by one, in queue order, from warm cache lines.
 func (p *BlockPool) GetNewBlocks(n int, out []int32) []int32 {
 	if n > p.free.live {
 		panic(fmt.Sprintf("replica: GetNewBlocks(%d) with %d free", n, p.free.live))
@@ -112,10 +131,10 @@ func (p *BlockPool) GetNewBlocks(n int, out []int32) []int32 {
 		out = append(out, p.free.popFront())
 	}
 	popped := out[first:]
-	var touch int32
+	var touch uint64
 	for _, b := range popped {
-		if blk := &p.blocks[b]; blk.hashed {
-			touch += p.cached.touch(blk.hash)
+		if e := p.blocks[b].entry; e >= 0 {
+			touch ^= p.cached.TouchAt(int(e))
 		}
 	}
 	p.sink = touch
@@ -129,40 +148,36 @@ func (p *BlockPool) GetNewBlocks(n int, out []int32) []int32 {
 // evict drops b's hash from the prefix cache (_maybe_evict_cached_block).
 func (p *BlockPool) evict(b int32) {
 	blk := &p.blocks[b]
-	if !blk.hashed {
+	switch {
+	case blk.entry == notCached:
 		return
-	}
-	h := blk.hash
-	slot, _ := p.cached.find(h) // a hashed block's hash is always mapped
-	head := p.cached.slots[slot].block
-	if head == b {
-		if blk.dupNext == noBlock {
-			p.cached.deleteAt(slot)
-		} else {
-			p.cached.slots[slot].block = blk.dupNext
-		}
-	} else {
-		for c := head; c != noBlock; c = p.blocks[c].dupNext {
+	case blk.entry >= 0 && blk.dupNext == noBlock: // the usual case: b alone holds its hash
+		p.cached.DeleteAt(int(blk.entry))
+	case blk.entry >= 0: // the next block of the chain becomes the oldest
+		*p.cached.Val(int(blk.entry)) = uint64(blk.dupNext)
+		p.blocks[blk.dupNext].entry = blk.entry
+	default: // a younger duplicate: unlink it from its chain
+		pos, _ := p.cached.Find(blk.hash)
+		for c := int32(*p.cached.Val(pos)); c != noBlock; c = p.blocks[c].dupNext {
 			if p.blocks[c].dupNext == b {
 				p.blocks[c].dupNext = blk.dupNext
 				break
 			}
 		}
 	}
-	blk.dupNext = noBlock
-	blk.hashed = false
-	blk.hash = 0
+	h := blk.hash
+	blk.entry, blk.dupNext, blk.hash = notCached, noBlock, 0
 	p.evictions++
 	p.events.removed(h)
 }
 
-// Prefetch loads the index slots that looking up or caching hashes will
-// probe first, so that the cache misses of a run of independent lookups
-// overlap; it changes nothing.
+// Prefetch loads the prefix-cache groups that looking up or caching hashes
+// will probe first, so that the cache misses of a run of independent
+// lookups overlap; it changes nothing.
 func (p *BlockPool) Prefetch(hashes []uint64) {
-	var touch int32
+	var touch uint64
 	for _, h := range hashes {
-		touch += p.cached.touch(h)
+		touch ^= p.cached.Touch(h)
 	}
 	p.sink = touch
 }
@@ -171,18 +186,18 @@ func (p *BlockPool) Prefetch(hashes []uint64) {
 // A block already holding a hash is left alone.
 func (p *BlockPool) CacheBlock(b int32, hash uint64) {
 	blk := &p.blocks[b]
-	if blk.hashed || b == nullBlock {
+	if blk.hashed() || b == nullBlock {
 		return
 	}
-	blk.hashed, blk.hash, blk.dupNext = true, hash, noBlock
-	slot, ok := p.cached.find(hash)
+	blk.hash, blk.dupNext = hash, noBlock
+	pos, ok := p.cached.Find(hash)
 	if !ok {
-		p.cached.insertAt(slot, hash, b)
+		blk.entry = int32(p.cached.Insert(hash, uint64(b)))
 		return
 	}
-	head := p.cached.slots[slot].block
 	// Append at the end so the map keeps returning the oldest block.
-	c := head
+	blk.entry = dupMember
+	c := int32(*p.cached.Val(pos))
 	for p.blocks[c].dupNext != noBlock {
 		c = p.blocks[c].dupNext
 	}
@@ -207,7 +222,7 @@ func (p *BlockPool) Free(ids []int32) {
 		if blk.refCnt > 0 {
 			continue
 		}
-		if blk.hashed {
+		if blk.hashed() {
 			p.pushBack(b)
 		} else {
 			fresh = append(fresh, b)
@@ -225,9 +240,9 @@ func (p *BlockPool) Reset() bool {
 	if p.free.live != len(p.blocks)-1 {
 		return false
 	}
-	p.cached.clear()
+	p.cached.Clear()
 	for i := range p.blocks {
-		p.blocks[i].hashed, p.blocks[i].hash, p.blocks[i].dupNext = false, 0, noBlock
+		p.blocks[i].entry, p.blocks[i].hash, p.blocks[i].dupNext = notCached, 0, noBlock
 	}
 	p.events.cleared()
 	return true
@@ -294,13 +309,22 @@ func (p *BlockPool) checkInvariants() error {
 	if held+p.free.live != len(p.blocks)-1 {
 		return fmt.Errorf("block conservation: %d held + %d free != %d", held, p.free.live, len(p.blocks)-1)
 	}
-	if p.blocks[nullBlock].hashed {
+	if p.blocks[nullBlock].hashed() {
 		return fmt.Errorf("null block is cached")
 	}
-	p.cached.each(func(h uint64, head int32) bool {
+	p.cached.Each(func(h, v uint64) bool {
+		head := int32(v)
+		if pos, _ := p.cached.Find(h); p.blocks[head].entry != int32(pos) {
+			err = fmt.Errorf("block %d heads hash %x at entry %d but records entry %d", head, h, pos, p.blocks[head].entry)
+			return false
+		}
 		for c := head; c != noBlock; c = p.blocks[c].dupNext {
-			if !p.blocks[c].hashed || p.blocks[c].hash != h {
+			if !p.blocks[c].hashed() || p.blocks[c].hash != h {
 				err = fmt.Errorf("cache maps hash %x to block %d holding %x", h, c, p.blocks[c].hash)
+				return false
+			}
+			if c != head && p.blocks[c].entry != dupMember {
+				err = fmt.Errorf("block %d follows block %d for hash %x but records entry %d", c, head, h, p.blocks[c].entry)
 				return false
 			}
 		}
@@ -311,11 +335,11 @@ func (p *BlockPool) checkInvariants() error {
 	}
 	for i := 1; i < len(p.blocks); i++ {
 		blk := &p.blocks[i]
-		if !blk.hashed {
+		if !blk.hashed() {
 			continue
 		}
 		found := false
-		for c, ok := p.cached.get(blk.hash); ok && c != noBlock; c = p.blocks[c].dupNext {
+		for c, ok := p.Lookup(blk.hash); ok && c != noBlock; c = p.blocks[c].dupNext {
 			if c == int32(i) {
 				found = true
 				break

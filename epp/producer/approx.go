@@ -8,6 +8,8 @@ import (
 
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/epp/prefixhash"
+
+	"github.com/eppsim/eppsim/internal/blockmap"
 )
 
 // Approximate prefix producer defaults (spec §5.4, upstream types.go).
@@ -283,14 +285,14 @@ func (a *ApproxPrefix) RemovePod(endpointName string) { a.idx.dropPod(endpointNa
 // (only fleets of more than 64 endpoints have any), each keyed by a hash
 // only while non-empty.
 type approxIndex struct {
-	hashToPods groupMap
+	hashToPods blockmap.Map
 	highPods   map[uint64][]int32
 	ids        map[string]int32
 	pods       []approxPod
 	// Scratch of add, kept to spare allocations per request.
 	evicted, fresh []uint64
 	candidates     []uint32
-	// sink receives the words that the touch loops load (see groupMap.touch).
+	// sink receives the words that the touch loops load (see blockmap.Map.Touch).
 	sink uint64
 }
 
@@ -325,7 +327,7 @@ func (ix *approxIndex) holds(h uint64, id int32) bool {
 // addPod puts pod id in h's set.
 func (ix *approxIndex) addPod(h uint64, id int32) {
 	if id < 64 {
-		*ix.hashToPods.ref(h) |= 1 << uint(id)
+		*ix.hashToPods.Ref(h) |= 1 << uint(id)
 		return
 	}
 	hi := ix.highPods[h]
@@ -341,11 +343,11 @@ func (ix *approxIndex) addPod(h uint64, id int32) {
 func (ix *approxIndex) removePod(h uint64, id int32) {
 	if id < 64 {
 		m := &ix.hashToPods
-		if pos, ok := m.lookup(h); ok {
-			if v := *m.val(pos) &^ (1 << uint(id)); v == 0 {
-				m.deleteAt(pos)
+		if pos, ok := m.Lookup(h); ok {
+			if v := *m.Val(pos) &^ (1 << uint(id)); v == 0 {
+				m.DeleteAt(pos)
 			} else {
-				*m.val(pos) = v
+				*m.Val(pos) = v
 			}
 		}
 		return
@@ -368,7 +370,7 @@ func (ix *approxIndex) removePod(h uint64, id int32) {
 // in the prefix that at least one pod holds (the global walk, spec §5.5).
 //
 // The walk goes a chunk of hashes at a time, touching the chunk's slots
-// first (see groupMap.touch): the walk's lookups would otherwise wait for
+// first (see blockmap.Map.Touch): the walk's lookups would otherwise wait for
 // their cache misses one after the other, and touching everything at once
 // is wasted when the walk stops early.
 func (ix *approxIndex) matchLongestPrefix(hashes []uint64, counts []int) {
@@ -377,7 +379,7 @@ func (ix *approxIndex) matchLongestPrefix(hashes []uint64, counts []int) {
 		part := hashes[start:min(start+chunk, len(hashes))]
 		sink := ix.sink
 		for _, h := range part {
-			sink ^= ix.hashToPods.touch(h)
+			sink ^= ix.hashToPods.Touch(h)
 		}
 		ix.sink = sink
 		for _, h := range part {
@@ -416,7 +418,7 @@ func (ix *approxIndex) podID(name string) int32 {
 // The LRU insertions read nothing but the LRU, so the callbacks' removals
 // are deferred until after them, in their order, with the same result.
 // Each pass is preceded by a touch of the table groups it is about to use
-// (see groupMap.touch) — for the LRU pass, those of every hash and of the
+// (see blockmap.Map.Touch) — for the LRU pass, those of every hash and of the
 // records next in line for eviction — so that their cache misses overlap
 // instead of stalling the pass one by one.
 func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst bool) {
@@ -432,13 +434,13 @@ func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst
 	l := p.lru
 	sink := ix.sink
 	for _, h := range hashes {
-		sink ^= l.index.touch(h)
+		sink ^= l.index.Touch(h)
 	}
 	// As many evictions as hashes at most; counting the new hashes first
 	// would cost more than touching a few records too many.
 	ix.candidates = l.appendEvictionCandidates(ix.candidates[:0], min(len(hashes), l.Len()+len(hashes)-l.capacity))
 	for _, pos := range ix.candidates {
-		sink ^= l.index.touchGroup(int(pos / posLanes))
+		sink ^= l.index.TouchAt(int(pos))
 	}
 	evicted, fresh := ix.evicted[:0], ix.fresh[:0]
 	for i := range hashes {
@@ -464,10 +466,10 @@ func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst
 		toAdd = hashes
 	}
 	for _, h := range evicted {
-		sink ^= ix.hashToPods.touch(h)
+		sink ^= ix.hashToPods.Touch(h)
 	}
 	for _, h := range toAdd {
-		sink ^= ix.hashToPods.touch(h)
+		sink ^= ix.hashToPods.Touch(h)
 	}
 	ix.sink = sink
 	for _, old := range evicted {

@@ -1,6 +1,10 @@
 package producer
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/eppsim/eppsim/internal/blockmap"
+)
 
 // podLRU is one pod's LRU of block hashes in the approximate index: a set
 // of at most capacity hashes with the semantics of hashicorp golang-lru's
@@ -27,7 +31,7 @@ import "math/bits"
 //     the ring is at least four times larger than the live records (sized
 //     so up front), so that this costs at most a third of a record move
 //     per push.
-//   - The hash → record index is a groupMap, whose entries never move
+//   - The hash → record index is a blockmap.Map, whose entries never move
 //     until it grows, so a ring record holds its entry's position: an
 //     eviction needs no lookup.
 //
@@ -45,7 +49,7 @@ type podLRU struct {
 	ringMask   uint64
 	tail, head uint64
 
-	index groupMap // hash -> ring slot of its live record
+	index blockmap.Map // hash -> ring slot of its live record
 }
 
 // ringGrowth is the factor between a compacted ring's size and the live
@@ -67,7 +71,7 @@ func newPodLRU(capacity int) *podLRU {
 		ring:     make([]uint32, size),
 		dead:     make([]uint64, size/64),
 		ringMask: uint64(size - 1),
-		index:    newGroupMap(groupsFor(n)),
+		index:    blockmap.New(blockmap.GroupsFor(n)),
 	}
 }
 
@@ -77,8 +81,8 @@ func (l *podLRU) Len() int { return l.index.Len() }
 // Add inserts h as the most recent hash and reports whether h was held
 // already. When that evicts the least recent hash, Add returns it and true.
 func (l *podLRU) Add(h uint64) (held bool, evicted uint64, ok bool) {
-	if pos, found := l.index.find(h); found {
-		rec := l.index.val(pos)
+	if pos, found := l.index.Find(h); found {
+		rec := l.index.Val(pos)
 		if *rec == (l.head-1)&l.ringMask {
 			return true, 0, false // already the most recent
 		}
@@ -93,32 +97,32 @@ func (l *podLRU) Add(h uint64) (held bool, evicted uint64, ok bool) {
 		// golang-lru pushes the new entry before it evicts the oldest; the
 		// end state is the same, as the evicted hash is never h.
 		pos := int(l.popTail())
-		evicted, ok = l.index.key(pos), true
-		l.index.deleteAt(pos)
+		evicted, ok = l.index.Key(pos), true
+		l.index.DeleteAt(pos)
 	}
-	if !l.index.room() {
+	if !l.index.Room() {
 		l.rebuild()
 	}
-	pos := l.index.insert(h, 0)
+	pos := l.index.Insert(h, 0)
 	slot := l.pushHead(pos) // a compaction leaves h's entry, not yet in the ring, alone
-	*l.index.val(pos) = slot
+	*l.index.Val(pos) = slot
 	return false, evicted, ok
 }
 
 // Contains reports whether h is held, without touching its recency.
 func (l *podLRU) Contains(h uint64) bool {
-	_, found := l.index.lookup(h)
+	_, found := l.index.Lookup(h)
 	return found
 }
 
 // Remove drops h and reports whether it was held.
 func (l *podLRU) Remove(h uint64) bool {
-	pos, found := l.index.lookup(h)
+	pos, found := l.index.Lookup(h)
 	if !found {
 		return false
 	}
-	l.markDead(*l.index.val(pos))
-	l.index.deleteAt(pos)
+	l.markDead(*l.index.Val(pos))
+	l.index.DeleteAt(pos)
 	return true
 }
 
@@ -128,7 +132,7 @@ func (l *podLRU) Keys() []uint64 {
 	out := make([]uint64, 0, l.Len())
 	for s := l.tail; s != l.head; s++ {
 		if slot := s & l.ringMask; !l.isDead(slot) {
-			out = append(out, l.index.key(int(l.ring[slot])))
+			out = append(out, l.index.Key(int(l.ring[slot])))
 		}
 	}
 	return out
@@ -209,7 +213,7 @@ func (l *podLRU) compact() {
 		pos := l.ring[from]
 		ring[to] = pos
 		dead[to/64] &^= 1 << (to % 64)
-		*l.index.val(int(pos)) = to
+		*l.index.Val(int(pos)) = to
 		w++
 	}
 	l.ring, l.dead, l.ringMask = ring, dead, mask
@@ -219,11 +223,11 @@ func (l *podLRU) compact() {
 // rebuild re-inserts the held hashes, in recency order, into an index with
 // room for more, and points their records at their new positions.
 func (l *podLRU) rebuild() {
-	fresh := newGroupMap(groupsFor(l.index.Len() + 1))
+	fresh := blockmap.New(blockmap.GroupsFor(l.index.Len() + 1))
 	for s := l.tail; s != l.head; s++ {
 		slot := s & l.ringMask
 		if !l.isDead(slot) {
-			l.ring[slot] = uint32(fresh.insert(l.index.key(int(l.ring[slot])), slot))
+			l.ring[slot] = uint32(fresh.Insert(l.index.Key(int(l.ring[slot])), slot))
 		}
 	}
 	l.index = fresh

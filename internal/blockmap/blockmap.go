@@ -1,11 +1,18 @@
-package producer
+// Package blockmap is the hash map of the simulator's KV-block bookkeeping:
+// 64-bit block hashes to 64-bit values, inline in one pointer-free slice,
+// with stable entry positions and a touch operation for batched lookups.
+// The replica's prefix cache (block hash -> block) and the EPP's
+// approximate prefix index (block hash -> pods, and per pod hash -> LRU
+// record) each do a few hundred lookups, inserts and deletes per routed
+// request, which makes this table the hottest data structure of a long
+// replay.
+package blockmap
 
 import "math/bits"
 
-// groupMap is a hash map from uint64 keys (block hashes) to uint64 values
-// for the approximate prefix index's hot path, where every routed request
-// looks up a few hundred hashes and, once the LRUs are full, inserts and
-// deletes as many.
+// Map is a hash map from uint64 keys (block hashes) to uint64 values. The
+// zero Map is empty and ready for Ref and Lookup; Find and Insert need an
+// allocated one (New).
 //
 // It is an open-addressing table of seven-entry groups of one 128-byte
 // block each (two cache lines that the processor fetches together). A
@@ -23,9 +30,9 @@ import "math/bits"
 //
 // Compared with a Go map it keeps entries inline in one pointer-free slice
 // (the garbage collector never scans it) and exposes positions and a
-// touch, which the index's batch operations need. It answers exactly what
+// Touch, which batched operations need. It answers exactly what
 // a map would; its iteration order is never used for results.
-type groupMap struct {
+type Map struct {
 	groups []mapGroup
 	shift  uint // 64 - log2(len(groups))
 	n      int
@@ -52,14 +59,14 @@ const (
 	maxPerGroup = 4
 )
 
-// newGroupMap returns an empty map of the given number of groups (a power
+// New returns an empty map of the given number of groups (a power
 // of two).
-func newGroupMap(groups int) groupMap {
-	return groupMap{groups: make([]mapGroup, groups), shift: uint(64 - bits.TrailingZeros(uint(groups)))}
+func New(groups int) Map {
+	return Map{groups: make([]mapGroup, groups), shift: uint(64 - bits.TrailingZeros(uint(groups)))}
 }
 
-// groupsFor is the number of groups a map of n entries gets.
-func groupsFor(n int) int {
+// GroupsFor is the number of groups a map of n entries gets.
+func GroupsFor(n int) int {
 	g := minGroups
 	for n > maxPerGroup*g {
 		g *= 2
@@ -68,19 +75,19 @@ func groupsFor(n int) int {
 }
 
 // Len is the number of entries.
-func (m *groupMap) Len() int { return m.n }
+func (m *Map) Len() int { return m.n }
 
 // hashBits returns key's home group and control byte. Fibonacci hashing:
 // the top bits of the product pick the group, the next seven go in the
 // control byte.
-func (m *groupMap) hashBits(key uint64) (int, uint64) {
+func (m *Map) hashBits(key uint64) (int, uint64) {
 	p := key * 0x9e3779b97f4a7c15
 	return int(p >> m.shift), ctrlFull | (p>>(m.shift-7))&0x7f
 }
 
-// find returns the position of key's entry and true, or false. The map
+// Find returns the position of key's entry and true, or false. The map
 // must be allocated.
-func (m *groupMap) find(key uint64) (pos int, found bool) {
+func (m *Map) Find(key uint64) (pos int, found bool) {
 	g, c := m.hashBits(key)
 	// A key lives less than a whole table away from home: the bound only
 	// matters if every group had an overflow.
@@ -104,32 +111,32 @@ func (m *groupMap) find(key uint64) (pos int, found bool) {
 	return -1, false
 }
 
-// lookup is find for a map that may be empty or unallocated.
-func (m *groupMap) lookup(key uint64) (int, bool) {
+// Lookup is Find for a map that may be empty or unallocated.
+func (m *Map) Lookup(key uint64) (int, bool) {
 	if m.n == 0 {
 		return -1, false
 	}
-	return m.find(key)
+	return m.Find(key)
 }
 
 // Get returns key's value, or 0 if key is absent.
-func (m *groupMap) Get(key uint64) uint64 {
-	pos, found := m.lookup(key)
+func (m *Map) Get(key uint64) uint64 {
+	pos, found := m.Lookup(key)
 	if !found {
 		return 0
 	}
-	return *m.val(pos)
+	return *m.Val(pos)
 }
 
-func (m *groupMap) key(pos int) uint64  { return m.groups[pos/posLanes].keys[pos%posLanes] }
-func (m *groupMap) val(pos int) *uint64 { return &m.groups[pos/posLanes].vals[pos%posLanes] }
+func (m *Map) Key(pos int) uint64  { return m.groups[pos/posLanes].keys[pos%posLanes] }
+func (m *Map) Val(pos int) *uint64 { return &m.groups[pos/posLanes].vals[pos%posLanes] }
 
-// room reports whether one more entry fits without growing the table.
-func (m *groupMap) room() bool { return m.n+1 <= maxPerGroup*len(m.groups) }
+// Room reports whether one more entry fits without growing the table.
+func (m *Map) Room() bool { return m.n+1 <= maxPerGroup*len(m.groups) }
 
-// insert stores key, which the map does not hold, with value v, and
+// Insert stores key, which the map does not hold, with value v, and
 // returns its position. There must be room.
-func (m *groupMap) insert(key, v uint64) int {
+func (m *Map) Insert(key, v uint64) int {
 	home, c := m.hashBits(key)
 	mask := len(m.groups) - 1
 	g := home
@@ -148,8 +155,8 @@ func (m *groupMap) insert(key, v uint64) int {
 	return g*posLanes + lane
 }
 
-// deleteAt removes the entry at pos. No other entry moves.
-func (m *groupMap) deleteAt(pos int) {
+// DeleteAt removes the entry at pos. No other entry moves.
+func (m *Map) DeleteAt(pos int) {
 	g, lane := pos/posLanes, pos%posLanes
 	grp := &m.groups[g]
 	home, _ := m.hashBits(grp.keys[lane])
@@ -161,48 +168,71 @@ func (m *groupMap) deleteAt(pos int) {
 	m.n--
 }
 
-// ref returns a pointer to key's value, inserting key with value 0 first if
+// Ref returns a pointer to key's value, inserting key with value 0 first if
 // it is absent (growing the table if it has no room, which moves entries:
 // positions found before do not survive the call).
-func (m *groupMap) ref(key uint64) *uint64 {
-	if pos, found := m.lookup(key); found {
-		return m.val(pos)
+func (m *Map) Ref(key uint64) *uint64 {
+	if pos, found := m.Lookup(key); found {
+		return m.Val(pos)
 	}
-	if m.groups == nil || !m.room() {
+	if m.groups == nil || !m.Room() {
 		m.grow()
 	}
-	return m.val(m.insert(key, 0))
+	return m.Val(m.Insert(key, 0))
 }
 
 // grow re-inserts the entries into a table of twice as many groups (or,
 // when unallocated, allocates the smallest).
-func (m *groupMap) grow() {
+func (m *Map) grow() {
 	old := m.groups
-	*m = newGroupMap(max(minGroups, 2*len(old)))
+	*m = New(max(minGroups, 2*len(old)))
 	for i := range old {
 		grp := &old[i]
 		for full := grp.ctrl & lanesHi; full != 0; full &= full - 1 {
 			lane := bits.TrailingZeros64(full) / 8
-			m.insert(grp.keys[lane], grp.vals[lane])
+			m.Insert(grp.keys[lane], grp.vals[lane])
 		}
 	}
 }
 
-// touch loads both cache lines of key's home group and returns a word of
+// Touch loads both cache lines of key's home group and returns a word of
 // them. Batch operations touch all their keys first, without branching on
 // what they load, so that the processor overlaps the cache misses that the
 // dependent probe sequences would otherwise take one at a time; callers
 // fold the result into a sink so that the loads are not optimised away.
-func (m *groupMap) touch(key uint64) uint64 {
+func (m *Map) Touch(key uint64) uint64 {
 	if len(m.groups) == 0 {
 		return 0
 	}
 	g, _ := m.hashBits(key)
-	return m.touchGroup(g)
+	return m.TouchGroup(g)
 }
 
-// touchGroup is touch for a known group.
-func (m *groupMap) touchGroup(g int) uint64 {
+// TouchAt is Touch for the group of an entry's position.
+func (m *Map) TouchAt(pos int) uint64 { return m.TouchGroup(pos / posLanes) }
+
+// TouchGroup is Touch for a known group.
+func (m *Map) TouchGroup(g int) uint64 {
 	grp := &m.groups[g]
 	return grp.ctrl ^ grp.overflow
+}
+
+// Clear removes every entry, keeping the table's size.
+func (m *Map) Clear() {
+	clear(m.groups)
+	m.n = 0
+}
+
+// Each calls f for every entry, in table order, until f returns false. The
+// order depends on the hashing; it is for checks and tests, not results.
+func (m *Map) Each(f func(key, val uint64) bool) {
+	for g := range m.groups {
+		grp := &m.groups[g]
+		for full := grp.ctrl & lanesHi; full != 0; full &= full - 1 {
+			lane := bits.TrailingZeros64(full) / 8
+			if !f(grp.keys[lane], grp.vals[lane]) {
+				return
+			}
+		}
+	}
 }
