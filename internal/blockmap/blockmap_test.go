@@ -16,10 +16,10 @@ func collidingKey(rng *rand.Rand) uint64 {
 	return (top<<61 | rng.Uint64N(1<<4)<<53 | rng.Uint64N(1<<20)) * inverse
 }
 
-// TestGroupMapMatchesMap churns a Map against a Go map, with colliding
+// TestMapMatchesGoMap churns a Map against a Go map, with colliding
 // keys, so that groups fill up, deletions leave tombstones, probe sequences
 // wrap around and the map rebuilds.
-func TestGroupMapMatchesMap(t *testing.T) {
+func TestMapMatchesGoMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	var m Map
 	ref := map[uint64]uint64{}
