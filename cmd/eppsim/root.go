@@ -15,6 +15,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 	}
+	addProfileFlag(root)
 	// Verbs, one file each.
 	root.AddCommand(
 		newRunCmd(),
