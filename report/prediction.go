@@ -1,7 +1,9 @@
 package report
 
 import (
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/eppsim/eppsim/sim"
 )
@@ -137,9 +139,11 @@ func (p *predAcc) summary() *Prediction {
 		}
 		out.Calibration = append(out.Calibration, cb)
 	}
+	// Sum in a fixed order: float addition is not associative, and map
+	// order would make the last digits vary from run to run.
 	var total float64
-	for _, v := range p.cause {
-		total += v
+	for _, k := range slices.Sorted(maps.Keys(p.cause)) {
+		total += p.cause[k]
 	}
 	if total > 0 {
 		out.ErrorByCause = map[string]float64{}

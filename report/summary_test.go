@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"testing"
 
 	"github.com/eppsim/eppsim/sim"
@@ -66,5 +67,24 @@ func TestAggregatorTokenWeightedHitRatio(t *testing.T) {
 	}
 	if s.Routing.Imbalance != 1 || s.Cache.PerReplica["r0"] != 0.9 {
 		t.Fatalf("routing %+v per replica %v", s.Routing, s.Cache.PerReplica)
+	}
+}
+
+// TestErrorByCauseIsDeterministic: the cause shares are sums of floats, and
+// float addition depends on order; summing in map order made the last
+// digits differ between runs of the same seed. With addends whose sum
+// depends on the order, every summary must give the same bits.
+func TestErrorByCauseIsDeterministic(t *testing.T) {
+	p := &predAcc{n: 1, cause: map[string]float64{
+		CauseSchedulingChange: 0.1, CauseGranularity: 0.2, CauseEvictionUnseen: 0.3, CauseIndexMissed: 1e-17,
+	}}
+	want := p.summary().ErrorByCause
+	for range 200 {
+		got := p.summary().ErrorByCause
+		for k, v := range want {
+			if math.Float64bits(got[k]) != math.Float64bits(v) {
+				t.Fatalf("%s: %v then %v", k, v, got[k])
+			}
+		}
 	}
 }
