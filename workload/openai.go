@@ -23,6 +23,10 @@ import (
 //	x_output_text    the answer text; gives OutputTokenIDs
 //	x_think_ms       closed-loop think time before this turn (default: the gap
 //	                 to the previous turn's arrival, or a draw from Options.ThinkTime)
+//
+// Lines are decoded by openaiFast (openai_fast.go) in one pass when they are
+// of a shape it fully understands, else by encoding/json; both yield the same
+// fields, and the checks after decoding are shared.
 type openaiReader struct {
 	name     string
 	lr       *lineReader
@@ -34,6 +38,8 @@ type openaiReader struct {
 	nextID   int64
 	clock    int64
 	sessions *sessionTable[string]
+	fast     openaiFast
+	slow     bool // decode every line with encoding/json (tests)
 }
 
 func newOpenAIReader(r io.Reader, name string, o *Options) (*openaiReader, error) {
@@ -148,7 +154,11 @@ func (r *openaiReader) jsonErr(prefix string, err error) error {
 
 func (r *openaiReader) parse(line []byte) (*Request, error) {
 	var env openaiEnvelope
-	if err := json.Unmarshal(line, &env); err != nil {
+	var body openaiBody
+	fast := !r.slow && r.fast.decode(line)
+	if fast {
+		r.fast.fill(&env, &body)
+	} else if err := json.Unmarshal(line, &env); err != nil {
 		return nil, r.jsonErr("", err)
 	}
 	rawBody, prefix := json.RawMessage(line), ""
@@ -158,9 +168,10 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 			return nil, r.bad("body", "must be an object")
 		}
 	}
-	var body openaiBody
-	if err := json.Unmarshal(rawBody, &body); err != nil {
-		return nil, r.jsonErr(prefix, err)
+	if !fast {
+		if err := json.Unmarshal(rawBody, &body); err != nil {
+			return nil, r.jsonErr(prefix, err)
+		}
 	}
 	x := env.openaiX
 	x.merge(&body.openaiX)
@@ -190,9 +201,12 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	}
 	var prompt []uint32
 	var err error
-	if hasMsgs {
+	switch {
+	case hasMsgs && fast:
+		prompt, err = r.chatPromptFast(prefix, r.fast.bodyMessages())
+	case hasMsgs:
 		prompt, err = r.chatPrompt(prefix, body.Messages)
-	} else {
+	default:
 		prompt, err = r.completionPrompt(prefix, body.Prompt)
 	}
 	if err != nil {
@@ -268,8 +282,10 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	if x.SessionID != nil {
 		sid = string(*x.SessionID)
 	}
-	cleanBody, err := stripXFields(rawBody)
-	if err != nil {
+	var cleanBody []byte
+	if fast {
+		cleanBody = r.fast.cleanBody()
+	} else if cleanBody, err = stripXFields(rawBody); err != nil {
 		return nil, r.jsonErr(prefix, err)
 	}
 
@@ -344,22 +360,51 @@ func (r *openaiReader) chatPrompt(prefix string, raw json.RawMessage) ([]uint32,
 	}
 	var c conv
 	for i, m := range msgs {
-		field := fmt.Sprintf("%smessages[%d]", prefix, i)
 		if m.Role == nil || *m.Role == "" {
-			return nil, r.bad(field+".role", "missing")
+			return nil, r.bad(messageField(prefix, i, "role"), "missing")
 		}
 		parts, err := contentParts(m.Content)
 		if err != nil {
-			return nil, r.badErr(field+".content", err)
+			return nil, r.badErr(messageField(prefix, i, "content"), err)
 		}
-		if err := c.add(r.enc, Message{Role: *m.Role, Content: parts}); err != nil {
-			return nil, r.badErr(field+".content", err)
-		}
-		if len(c.toks) > r.opt.MaxPromptTokens {
-			return nil, r.bad(prefix+"messages", "more than %d tokens", r.opt.MaxPromptTokens)
+		if err := r.addMessage(&c, prefix, i, *m.Role, parts); err != nil {
+			return nil, err
 		}
 	}
 	return c.prompt(r.enc)
+}
+
+// chatPromptFast is chatPrompt for messages decoded by openaiFast.
+func (r *openaiReader) chatPromptFast(prefix string, msgs []openaiFastMsg) ([]uint32, error) {
+	if len(msgs) == 0 {
+		return nil, r.bad(prefix+"messages", "empty")
+	}
+	var c conv
+	for i := range msgs {
+		m := &msgs[i]
+		if !m.hasRole || m.role == "" {
+			return nil, r.bad(messageField(prefix, i, "role"), "missing")
+		}
+		if err := r.addMessage(&c, prefix, i, m.role, m.parts); err != nil {
+			return nil, err
+		}
+	}
+	return c.prompt(r.enc)
+}
+
+// addMessage appends message i to c, within the prompt limit.
+func (r *openaiReader) addMessage(c *conv, prefix string, i int, role string, parts []string) error {
+	if err := c.add(r.enc, Message{Role: role, Content: parts}); err != nil {
+		return r.badErr(messageField(prefix, i, "content"), err)
+	}
+	if len(c.toks) > r.opt.MaxPromptTokens {
+		return r.bad(prefix+"messages", "more than %d tokens", r.opt.MaxPromptTokens)
+	}
+	return nil
+}
+
+func messageField(prefix string, i int, name string) string {
+	return fmt.Sprintf("%smessages[%d].%s", prefix, i, name)
 }
 
 // contentParts returns a message content's text segments: a string, or the

@@ -42,6 +42,8 @@ type sharegptReader struct {
 	seq       int64
 	pending   minHeap[*sgSession]
 	empty     int
+	fast      sgFast
+	slow      bool // decode every conversation with encoding/json (tests)
 }
 
 type sgTurn struct {
@@ -245,9 +247,12 @@ func (s *sharegptReader) readConversation() error {
 		return &InputError{File: s.name, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	var c sgConversation
-	if err := json.Unmarshal(raw, &c); err != nil {
-		field, msg := jsonProblem(err)
-		return &InputError{File: s.name, Line: line, Field: field, Msg: msg, Err: err}
+	if s.slow || !s.fast.decode(raw, &c) {
+		c = sgConversation{}
+		if err := json.Unmarshal(raw, &c); err != nil {
+			field, msg := jsonProblem(err)
+			return &InputError{File: s.name, Line: line, Field: field, Msg: msg, Err: err}
+		}
 	}
 	var list []sgMessage
 	key := "conversations"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 )
 
 // Chat template (Llama-3 style), rendered directly to token ids:
@@ -176,39 +177,63 @@ func (t *Tokenizer) ChatAnswer(text string) ([]uint32, error) {
 	return append(ids, TokEOT), nil
 }
 
-// chatBody builds an OpenAI chat-completions body.
+// chatBody builds an OpenAI chat-completions body: what json.Encoder (HTML
+// escaping off) writes for
+//
+//	struct {
+//		Model     string `json:"model"`
+//		Messages  []msg  `json:"messages"` // {"role", "content"}
+//		MaxTokens int    `json:"max_tokens"`
+//		CacheSalt string `json:"cache_salt,omitempty"`
+//	}
+//
+// where a content is "" for no segment, the segment for one, and text parts
+// {"type": "text", "text": ...} for several (chatBodyJSON in the tests).
 func chatBody(model string, msgs []Message, maxTokens int, cacheSalt string) []byte {
-	type part struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	type msg struct {
-		Role    string `json:"role"`
-		Content any    `json:"content"`
-	}
-	body := struct {
-		Model     string `json:"model"`
-		Messages  []msg  `json:"messages"`
-		MaxTokens int    `json:"max_tokens"`
-		CacheSalt string `json:"cache_salt,omitempty"`
-	}{Model: model, MaxTokens: maxTokens, CacheSalt: cacheSalt}
-	body.Messages = make([]msg, len(msgs))
-	for i, m := range msgs {
-		body.Messages[i].Role = m.Role
-		switch len(m.Content) {
-		case 0:
-			body.Messages[i].Content = ""
-		case 1:
-			body.Messages[i].Content = m.Content[0]
-		default:
-			parts := make([]part, len(m.Content))
-			for j, p := range m.Content {
-				parts[j] = part{Type: "text", Text: p}
-			}
-			body.Messages[i].Content = parts
+	n := len(model) + len(cacheSalt) + 64
+	for _, m := range msgs {
+		n += len(m.Role) + 32
+		for _, p := range m.Content {
+			n += len(p) + len(p)/8 + 32
 		}
 	}
-	return marshalCompact(body)
+	b := make([]byte, 0, n)
+	b = append(b, `{"model":`...)
+	b = appendJSONString(b, model)
+	b = append(b, `,"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"role":`...)
+		b = appendJSONString(b, m.Role)
+		b = append(b, `,"content":`...)
+		switch len(m.Content) {
+		case 0:
+			b = append(b, `""`...)
+		case 1:
+			b = appendJSONString(b, m.Content[0])
+		default:
+			b = append(b, '[')
+			for j, p := range m.Content {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"type":"text","text":`...)
+				b = appendJSONString(b, p)
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `],"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	if cacheSalt != "" {
+		b = append(b, `,"cache_salt":`...)
+		b = appendJSONString(b, cacheSalt)
+	}
+	return append(b, '}')
 }
 
 // marshalCompact encodes v without HTML escaping and without the trailing newline.
