@@ -299,6 +299,8 @@ func appendUTF8(dst, s []byte) []byte {
 	return dst
 }
 
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
 // number consumes a number and returns its text.
 func (c *jsonCursor) number() ([]byte, bool) {
 	b, i := c.b, c.i
