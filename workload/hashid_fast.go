@@ -45,56 +45,8 @@ const (
 	keyTurn
 )
 
-const (
-	keyUnknown = 0  // another key: skip its value
-	keyDecline = -1 // a key encoding/json might match case-insensitively
-)
-
-func hashIDKey(key []byte) int {
-	switch string(key) {
-	case "timestamp":
-		return keyTimestamp
-	case "input_length":
-		return keyInputLength
-	case "output_length":
-		return keyOutputLength
-	case "hash_ids":
-		return keyHashIDs
-	case "chat_id":
-		return keyChatID
-	case "parent_chat_id":
-		return keyParentChatID
-	case "turn":
-		return keyTurn
-	}
-	// encoding/json falls back to Unicode case folding (where "ſ" matches
-	// "s"); the ASCII keys of plainString can only match ignoring ASCII case.
-	for _, k := range [...]string{"timestamp", "input_length", "output_length", "hash_ids", "chat_id", "parent_chat_id", "turn"} {
-		if asciiEqualFold(key, k) {
-			return keyDecline
-		}
-	}
-	return keyUnknown
-}
-
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i, c := range b {
-		if lower(c) != lower(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func lower(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
+// hashIDKeyNames are the keys of hashIDLine, in the order of their bits.
+var hashIDKeyNames = [...]string{"timestamp", "input_length", "output_length", "hash_ids", "chat_id", "parent_chat_id", "turn"}
 
 // parseHashIDFast returns what json.Unmarshal(line, &l) gives a zero l, or
 // false if line is outside the subset described above.
@@ -113,8 +65,8 @@ func parseHashIDFast(line []byte, st *hashIDFast) (hashIDLine, bool) {
 				return r, false
 			}
 			c.ws()
-			k := hashIDKey(key)
-			if k == keyDecline || seen&k != 0 {
+			k := keyBit(key, hashIDKeyNames[:])
+			if k < 0 || seen&k != 0 {
 				return r, false
 			}
 			seen |= k

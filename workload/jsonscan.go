@@ -101,6 +101,58 @@ func (c *jsonCursor) key() ([]byte, bool) {
 	return nil, false
 }
 
+// keyIndex looks up an object key among the names a fast path knows: its
+// index in names, or -1 for another key. decline reports a key that equals
+// a name only when ASCII case is ignored: encoding/json matches keys
+// case-insensitively, so such a line must take the general path. (Keys
+// reaching here are printable ASCII, see key, and against ASCII names that
+// is all encoding/json's folding can match.)
+func keyIndex(k []byte, names []string) (i int, decline bool) {
+	for i, n := range names {
+		if string(k) == n {
+			return i, false
+		}
+	}
+	for _, n := range names {
+		if asciiEqualFold(k, n) {
+			return -1, true
+		}
+	}
+	return -1, false
+}
+
+// keyBit is keyIndex as a bit of a seen-set: 1<<i for names[i], 0 for
+// another key, -1 for a key that must decline.
+func keyBit(k []byte, names []string) int {
+	i, decline := keyIndex(k, names)
+	switch {
+	case decline:
+		return -1
+	case i < 0:
+		return 0
+	}
+	return 1 << i
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i, c := range b {
+		if lower(c) != lower(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
 const (
 	swarOnes = 0x0101010101010101
 	swarHigh = 0x8080808080808080

@@ -51,20 +51,9 @@ func (f *sgFast) decode(raw []byte, c *sgConversation) bool {
 			if !ok {
 				return false
 			}
-			bit := -1
-			switch string(k) {
-			case "id":
-				bit = 0
-			case "conversations":
-				bit = 1
-			case "conversation":
-				bit = 2
-			case "messages":
-				bit = 3
-			default:
-				if foldMatch(k, sgKeyNames[:]) < 0 {
-					return false
-				}
+			bit, decline := keyIndex(k, sgKeyNames[:])
+			if decline {
+				return false
 			}
 			if bit >= 0 {
 				if seen&(1<<bit) != 0 {
@@ -78,15 +67,7 @@ func (f *sgFast) decode(raw []byte, c *sgConversation) bool {
 			case cur.peek() == 'n':
 				ok = cur.null()
 			case bit == 0:
-				if cur.peek() == '"' {
-					var s string
-					s, ok = cur.str()
-					f.id = flexID(s)
-				} else {
-					var num []byte
-					num, ok = cur.number()
-					f.id = flexID(num)
-				}
+				f.id, ok = cur.flexID()
 				c.ID = &f.id
 			default:
 				set[bit-1] = true
@@ -155,20 +136,9 @@ func (f *sgFast) messages() bool {
 				if !ok {
 					return false
 				}
-				bit := -1
-				switch string(k) {
-				case "from":
-					bit = 0
-				case "value":
-					bit = 1
-				case "role":
-					bit = 2
-				case "content":
-					bit = 3
-				default:
-					if foldMatch(k, sgMessageKeyNames[:]) < 0 {
-						return false
-					}
+				bit, decline := keyIndex(k, sgMessageKeyNames[:])
+				if decline {
+					return false
 				}
 				switch {
 				case bit < 0:

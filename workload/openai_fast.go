@@ -91,54 +91,6 @@ var openaiKeyNames = [...]string{"url", "body", "model", "messages", "prompt", "
 	"max_completion_tokens", "cache_salt", "x_arrival_ms", "x_session_id", "x_turn",
 	"x_output_tokens", "x_output_text", "x_think_ms"}
 
-// openaiKey classifies a key: a known key's bit, 0 for another key, -1 for
-// a key encoding/json might match case-insensitively.
-func openaiKey(k []byte) int {
-	switch string(k) {
-	case "url":
-		return okURL
-	case "body":
-		return okBody
-	case "model":
-		return okModel
-	case "messages":
-		return okMessages
-	case "prompt":
-		return okPrompt
-	case "max_tokens":
-		return okMaxTokens
-	case "max_completion_tokens":
-		return okMaxCompletion
-	case "cache_salt":
-		return okCacheSalt
-	case "x_arrival_ms":
-		return okArrival
-	case "x_session_id":
-		return okSession
-	case "x_turn":
-		return okTurn
-	case "x_output_tokens":
-		return okOutTokens
-	case "x_output_text":
-		return okOutText
-	case "x_think_ms":
-		return okThink
-	}
-	return foldMatch(k, openaiKeyNames[:])
-}
-
-// foldMatch returns -1 if k equals one of names ignoring ASCII case (keys
-// reaching here are ASCII, which is all encoding/json's folding can match
-// with ASCII names), else 0.
-func foldMatch(k []byte, names []string) int {
-	for _, n := range names {
-		if asciiEqualFold(k, n) {
-			return -1
-		}
-	}
-	return 0
-}
-
 // decode reads line; false means the general path must decide it.
 func (f *openaiFast) decode(line []byte) bool {
 	c := &f.c
@@ -175,7 +127,7 @@ func (f *openaiFast) object(o *openaiFastObj, top bool) bool {
 			if !ok {
 				return false
 			}
-			bit := openaiKey(k)
+			bit := keyBit(k, openaiKeyNames[:])
 			if bit < 0 || o.seen&uint32(bit) != 0 {
 				return false
 			}
@@ -334,15 +286,7 @@ func (f *openaiFast) message() bool {
 			if !ok {
 				return false
 			}
-			bit := 0
-			switch string(k) {
-			case "role":
-				bit = okRole
-			case "content":
-				bit = okContent
-			default:
-				bit = foldMatch(k, messageKeyNames[:])
-			}
+			bit := keyBit(k, messageKeyNames[:])
 			if bit < 0 || seen&bit != 0 {
 				return false
 			}
@@ -439,15 +383,7 @@ func (f *openaiFast) content() (lo, hi int, ok bool) {
 				if !ok {
 					return 0, 0, false
 				}
-				bit := 0
-				switch string(k) {
-				case "type":
-					bit = okType
-				case "text":
-					bit = okText
-				default:
-					bit = foldMatch(k, partKeyNames[:])
-				}
+				bit := keyBit(k, partKeyNames[:])
 				if bit < 0 || seen&bit != 0 {
 					return 0, 0, false
 				}
