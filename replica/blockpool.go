@@ -190,9 +190,9 @@ func (p *BlockPool) CacheBlock(b int32, hash uint64) {
 		return
 	}
 	blk.hash, blk.dupNext = hash, noBlock
-	pos, ok := p.cached.Find(hash)
-	if !ok {
-		blk.entry = int32(p.cached.Insert(hash, uint64(b)))
+	pos, found := p.cached.FindOrInsert(hash, uint64(b))
+	if !found {
+		blk.entry = int32(pos)
 		return
 	}
 	// Append at the end so the map keeps returning the oldest block.

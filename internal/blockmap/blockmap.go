@@ -93,15 +93,8 @@ func (m *Map) Find(key uint64) (pos int, found bool) {
 	// matters if every group had an overflow.
 	for range len(m.groups) {
 		grp := &m.groups[g]
-		x := grp.ctrl ^ lanesLo*c
-		// Lanes whose control byte is c: (x - 0x01…) &^ x has the high bit
-		// of the lowest zero byte of x set, and of a higher one only if
-		// that is zero or one; a false candidate fails the key comparison.
-		for cand := (x - lanesLo) &^ x & lanesHi; cand != 0; cand &= cand - 1 {
-			lane := bits.TrailingZeros64(cand) / 8
-			if grp.keys[lane] == key {
-				return g*posLanes + lane, true
-			}
+		if lane := grp.match(c, key); lane >= 0 {
+			return g*posLanes + lane, true
 		}
 		if grp.overflow == 0 {
 			break
@@ -109,6 +102,21 @@ func (m *Map) Find(key uint64) (pos int, found bool) {
 		g = (g + 1) & (len(m.groups) - 1)
 	}
 	return -1, false
+}
+
+// match returns the lane of the group holding key, whose control byte is
+// c, or -1.
+func (grp *mapGroup) match(c, key uint64) int {
+	x := grp.ctrl ^ lanesLo*c
+	// Lanes whose control byte is c: (x - 0x01…) &^ x has the high bit of
+	// the lowest zero byte of x set, and of a higher one only if that is
+	// zero or one; a false candidate fails the key comparison.
+	for cand := (x - lanesLo) &^ x & lanesHi; cand != 0; cand &= cand - 1 {
+		if lane := bits.TrailingZeros64(cand) / 8; grp.keys[lane] == key {
+			return lane
+		}
+	}
+	return -1
 }
 
 // Lookup is Find for a map that may be empty or unallocated.
@@ -138,11 +146,49 @@ func (m *Map) Room() bool { return m.n+1 <= maxPerGroup*len(m.groups) }
 // returns its position. There must be room.
 func (m *Map) Insert(key, v uint64) int {
 	home, c := m.hashBits(key)
-	mask := len(m.groups) - 1
+	return m.place(home, m.firstWithRoom(home), c, key, v)
+}
+
+// FindOrInsert returns the position of key's entry and true if the map
+// holds key; otherwise it stores key with value v (there must be room) and
+// returns the new entry's position and false. It probes once where Find
+// followed by Insert would probe twice.
+func (m *Map) FindOrInsert(key, v uint64) (pos int, found bool) {
+	home, c := m.hashBits(key)
+	room := -1 // the first group on key's probe sequence with an empty lane
 	g := home
-	for m.groups[g].ctrl&lanesHi == lanesHi {
-		g = (g + 1) & mask
+	for range len(m.groups) {
+		grp := &m.groups[g]
+		if lane := grp.match(c, key); lane >= 0 {
+			return g*posLanes + lane, true
+		}
+		if room < 0 && grp.ctrl&lanesHi != lanesHi {
+			room = g
+		}
+		if grp.overflow == 0 {
+			break
+		}
+		g = (g + 1) & (len(m.groups) - 1)
 	}
+	if room < 0 {
+		room = m.firstWithRoom(g)
+	}
+	return m.place(home, room, c, key, v), false
+}
+
+// firstWithRoom returns the first group from g on with an empty lane.
+func (m *Map) firstWithRoom(g int) int {
+	for m.groups[g].ctrl&lanesHi == lanesHi {
+		g = (g + 1) & (len(m.groups) - 1)
+	}
+	return g
+}
+
+// place stores key (control byte c, home group home) with value v in an
+// empty lane of group g, the first with one from home on, and counts the
+// entry in the overflow of the groups it passed.
+func (m *Map) place(home, g int, c, key, v uint64) int {
+	mask := len(m.groups) - 1
 	for o := home; o != g; o = (o + 1) & mask {
 		m.groups[o].overflow++
 	}
@@ -172,13 +218,14 @@ func (m *Map) DeleteAt(pos int) {
 // it is absent (growing the table if it has no room, which moves entries:
 // positions found before do not survive the call).
 func (m *Map) Ref(key uint64) *uint64 {
-	if pos, found := m.Lookup(key); found {
-		return m.Val(pos)
-	}
 	if m.groups == nil || !m.Room() {
+		if pos, found := m.Lookup(key); found {
+			return m.Val(pos)
+		}
 		m.grow()
 	}
-	return m.Val(m.Insert(key, 0))
+	pos, _ := m.FindOrInsert(key, 0)
+	return m.Val(pos)
 }
 
 // grow re-inserts the entries into a table of twice as many groups (or,

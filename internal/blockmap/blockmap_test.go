@@ -32,10 +32,25 @@ func TestMapMatchesGoMap(t *testing.T) {
 	}
 	for step := range 200000 {
 		k := keys[rng.IntN(len(keys))]
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
 		case 0:
 			*m.Ref(k) = uint64(step)
 			ref[k] = uint64(step)
+		case 3:
+			if m.groups == nil || !m.Room() {
+				break
+			}
+			pos, found := m.FindOrInsert(k, uint64(step))
+			want, held := ref[k]
+			if !held {
+				want = uint64(step) // inserted
+			}
+			if found != held || *m.Val(pos) != want {
+				t.Fatalf("step %d: FindOrInsert(%x) = %d, %v; held %v", step, k, *m.Val(pos), found, held)
+			}
+			if !found {
+				ref[k] = uint64(step)
+			}
 		case 1:
 			if pos, ok := m.Lookup(k); ok {
 				m.DeleteAt(pos)
