@@ -54,63 +54,48 @@ func parseHashIDFast(line []byte, st *hashIDFast) (hashIDLine, bool) {
 	c := &st.cur
 	c.reset(line)
 	var r hashIDLine
-	if !c.eat('{') {
+	if c.peek() != '{' {
 		return r, false
 	}
-	if !c.eat('}') {
-		seen := 0
-		for {
-			key, ok := c.key()
-			if !ok {
-				return r, false
-			}
-			c.ws()
-			k := keyBit(key, hashIDKeyNames[:])
-			if k < 0 || seen&k != 0 {
-				return r, false
-			}
-			seen |= k
-			switch k {
-			case keyTimestamp:
-				r.Timestamp, ok = c.number()
-			case keyInputLength:
-				st.in, ok = c.int64()
-				r.InputLength = &st.in
-			case keyOutputLength:
-				st.out, ok = c.int64()
-				r.OutputLength = &st.out
-			case keyHashIDs:
-				if st.ids, ok = c.int64Array(st.ids[:0]); ok {
-					r.HashIDs = slices.Clone(st.ids) // exact size, kept by the Request
-				}
-			case keyChatID:
-				st.chat, ok = c.flexID()
-				r.ChatID = &st.chat
-			case keyParentChatID:
-				st.parent, ok = c.flexID()
-				r.ParentChatID = &st.parent
-			case keyTurn:
-				var t int64
-				t, ok = c.int64()
-				st.turn = int(t)
-				ok = ok && int64(st.turn) == t // a 32-bit int: let encoding/json reject it
-				r.Turn = &st.turn
-			default:
-				ok = c.skipValue()
-			}
-			if !ok {
-				return r, false
-			}
-			if c.eat(',') {
-				continue
-			}
-			if c.eat('}') {
-				break
-			}
-			return r, false
+	seen := 0
+	ok := c.members(func(key []byte, _ int) bool {
+		k := keyBit(key, hashIDKeyNames[:])
+		if k < 0 || seen&k != 0 {
+			return false
 		}
-	}
-	return r, c.atEnd()
+		seen |= k
+		var ok bool
+		switch k {
+		case keyTimestamp:
+			r.Timestamp, ok = c.number()
+		case keyInputLength:
+			st.in, ok = c.int64()
+			r.InputLength = &st.in
+		case keyOutputLength:
+			st.out, ok = c.int64()
+			r.OutputLength = &st.out
+		case keyHashIDs:
+			if st.ids, ok = c.int64Array(st.ids[:0]); ok {
+				r.HashIDs = slices.Clone(st.ids) // exact size, kept by the Request
+			}
+		case keyChatID:
+			st.chat, ok = c.flexID()
+			r.ChatID = &st.chat
+		case keyParentChatID:
+			st.parent, ok = c.flexID()
+			r.ParentChatID = &st.parent
+		case keyTurn:
+			var t int64
+			t, ok = c.int64()
+			st.turn = int(t)
+			ok = ok && int64(st.turn) == t // a 32-bit int: let encoding/json reject it
+			r.Turn = &st.turn
+		default:
+			ok = c.skipValue()
+		}
+		return ok
+	})
+	return r, ok && c.atEnd()
 }
 
 // int64Array consumes a non-empty array of integers (int64), appending them

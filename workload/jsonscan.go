@@ -101,6 +101,34 @@ func (c *jsonCursor) key() ([]byte, bool) {
 	return nil, false
 }
 
+// members consumes the object at the cursor (at its '{') and calls f for
+// each member with the key, where it starts (its quote) and the cursor at
+// the value, whitespace skipped; f must consume the value. It reports
+// false, as soon as it knows, for a malformed object, a key that key
+// declines or f returning false.
+func (c *jsonCursor) members(f func(key []byte, start int) bool) bool {
+	c.i++
+	if c.eat('}') {
+		return true
+	}
+	for {
+		c.ws()
+		start := c.i
+		k, ok := c.key()
+		if !ok {
+			return false
+		}
+		c.ws()
+		if !f(k, start) {
+			return false
+		}
+		if c.eat(',') {
+			continue
+		}
+		return c.eat('}')
+	}
+}
+
 // keyIndex looks up an object key among the names a fast path knows: its
 // index in names, or -1 for another key. decline reports a key that equals
 // a name only when ASCII case is ignored: encoding/json matches keys

@@ -37,7 +37,7 @@ func (f *sgFast) decode(raw []byte, c *sgConversation) bool {
 	cur := &f.c
 	cur.reset(raw)
 	f.vals = f.vals[:0]
-	if !cur.eat('{') {
+	if cur.peek() != '{' {
 		return false
 	}
 	// Message ranges in f.vals per list; pointers are taken at the end,
@@ -45,49 +45,35 @@ func (f *sgFast) decode(raw []byte, c *sgConversation) bool {
 	var lo, hi [3]int
 	var set [3]bool
 	seen := 0
-	if !cur.eat('}') {
-		for {
-			k, ok := cur.key()
-			if !ok {
-				return false
-			}
-			bit, decline := keyIndex(k, sgKeyNames[:])
-			if decline {
-				return false
-			}
-			if bit >= 0 {
-				if seen&(1<<bit) != 0 {
-					return false
-				}
-				seen |= 1 << bit
-			}
-			switch {
-			case bit < 0:
-				ok = cur.skipValue()
-			case cur.peek() == 'n':
-				ok = cur.null()
-			case bit == 0:
-				f.id, ok = cur.flexID()
-				c.ID = &f.id
-			default:
-				set[bit-1] = true
-				lo[bit-1] = len(f.vals)
-				ok = f.messages()
-				hi[bit-1] = len(f.vals)
-			}
-			if !ok {
-				return false
-			}
-			if cur.eat(',') {
-				continue
-			}
-			if cur.eat('}') {
-				break
-			}
+	ok := cur.members(func(k []byte, _ int) bool {
+		bit, decline := keyIndex(k, sgKeyNames[:])
+		if decline {
 			return false
 		}
-	}
-	if !cur.atEnd() {
+		if bit >= 0 {
+			if seen&(1<<bit) != 0 {
+				return false
+			}
+			seen |= 1 << bit
+		}
+		switch {
+		case bit < 0:
+			return cur.skipValue()
+		case cur.peek() == 'n':
+			return cur.null()
+		case bit == 0:
+			var ok bool
+			f.id, ok = cur.flexID()
+			c.ID = &f.id
+			return ok
+		}
+		set[bit-1] = true
+		lo[bit-1] = len(f.vals)
+		ok := f.messages()
+		hi[bit-1] = len(f.vals)
+		return ok
+	})
+	if !ok || !cur.atEnd() {
 		return false
 	}
 	for j, ptr := range [3]**[]sgMessage{&c.Conversations, &c.Conversation, &c.Messages} {
@@ -125,45 +111,32 @@ func (f *sgFast) messages() bool {
 		return true
 	}
 	for {
-		if !cur.eat('{') {
+		if cur.peek() != '{' {
 			return false
 		}
 		var m sgFastMsg
 		seen := 0
-		if !cur.eat('}') {
-			for {
-				k, ok := cur.key()
-				if !ok {
-					return false
-				}
-				bit, decline := keyIndex(k, sgMessageKeyNames[:])
-				if decline {
-					return false
-				}
-				switch {
-				case bit < 0:
-					ok = cur.skipValue()
-				case seen&(1<<bit) != 0:
-					return false
-				case cur.peek() == 'n':
-					seen |= 1 << bit
-					ok = cur.null()
-				default:
-					seen |= 1 << bit
-					m.s[bit], ok = cur.str()
-					m.has |= 1 << bit
-				}
-				if !ok {
-					return false
-				}
-				if cur.eat(',') {
-					continue
-				}
-				if cur.eat('}') {
-					break
-				}
+		ok := cur.members(func(k []byte, _ int) bool {
+			bit, decline := keyIndex(k, sgMessageKeyNames[:])
+			switch {
+			case decline:
+				return false
+			case bit < 0:
+				return cur.skipValue()
+			case seen&(1<<bit) != 0:
 				return false
 			}
+			seen |= 1 << bit
+			if cur.peek() == 'n' {
+				return cur.null()
+			}
+			var ok bool
+			m.s[bit], ok = cur.str()
+			m.has |= 1 << bit
+			return ok
+		})
+		if !ok {
+			return false
 		}
 		f.vals = append(f.vals, m)
 		if cur.eat(',') {

@@ -118,45 +118,33 @@ func (f *openaiFast) object(o *openaiFastObj, top bool) bool {
 	o.seen, o.set, o.hasX = 0, 0, false
 	o.members = o.members[:0]
 	o.start = c.i
-	c.i++
-	if !c.eat('}') {
-		for {
-			c.ws()
-			kstart := c.i
-			k, ok := c.key()
-			if !ok {
-				return false
-			}
-			bit := keyBit(k, openaiKeyNames[:])
-			if bit < 0 || o.seen&uint32(bit) != 0 {
-				return false
-			}
-			if !top && (bit == okURL || bit == okBody) {
-				bit = 0 // the body struct has no such fields
-			}
-			o.seen |= uint32(bit)
-			if c.peek() == 'n' && bit != 0 && bit&(okArrival|okThink|okPrompt|okMessages|okBody) == 0 {
-				// null leaves a pointer field nil.
-				if !c.null() {
-					return false
-				}
-			} else {
-				o.set |= uint32(bit)
-				if !f.value(o, bit) {
-					return false
-				}
-			}
-			x := len(k) >= 2 && k[0] == 'x' && k[1] == '_'
-			o.hasX = o.hasX || x
-			o.members = append(o.members, fastMember{kstart, c.i, x})
-			if c.eat(',') {
-				continue
-			}
-			if c.eat('}') {
-				break
-			}
+	ok := c.members(func(k []byte, kstart int) bool {
+		bit := keyBit(k, openaiKeyNames[:])
+		if bit < 0 || o.seen&uint32(bit) != 0 {
 			return false
 		}
+		if !top && (bit == okURL || bit == okBody) {
+			bit = 0 // the body struct has no such fields
+		}
+		o.seen |= uint32(bit)
+		if c.peek() == 'n' && bit != 0 && bit&(okArrival|okThink|okPrompt|okMessages|okBody) == 0 {
+			// null leaves a pointer field nil.
+			if !c.null() {
+				return false
+			}
+		} else {
+			o.set |= uint32(bit)
+			if !f.value(o, bit) {
+				return false
+			}
+		}
+		x := len(k) >= 2 && k[0] == 'x' && k[1] == '_'
+		o.hasX = o.hasX || x
+		o.members = append(o.members, fastMember{kstart, c.i, x})
+		return true
+	})
+	if !ok {
+		return false
 	}
 	o.end = c.i
 	o.spaced = c.spaced
@@ -195,15 +183,7 @@ func (f *openaiFast) value(o *openaiFastObj, bit int) bool {
 		o.turn = int(v)
 		ok = ok && int64(o.turn) == v
 	case okSession:
-		if c.i < len(c.b) && c.b[c.i] == '"' {
-			var s string
-			s, ok = c.str()
-			o.sid = flexID(s)
-		} else {
-			var num []byte
-			num, ok = c.number()
-			o.sid = flexID(num)
-		}
+		o.sid, ok = c.flexID()
 	case okBody:
 		if c.peek() != '{' {
 			return false
@@ -276,45 +256,32 @@ var messageKeyNames = [...]string{"role", "content"}
 // message reads one message object (the cursor is at its '{').
 func (f *openaiFast) message() bool {
 	c := &f.c
-	c.i++
 	var m openaiFastMsg
 	lo, hi := -1, -1
 	seen := 0
-	if !c.eat('}') {
-		for {
-			k, ok := c.key()
-			if !ok {
-				return false
-			}
-			bit := keyBit(k, messageKeyNames[:])
-			if bit < 0 || seen&bit != 0 {
-				return false
-			}
-			seen |= bit
-			switch bit {
-			case okRole:
-				if c.peek() == 'n' {
-					ok = c.null()
-				} else {
-					m.role, ok = f.role()
-					m.hasRole = true
-				}
-			case okContent:
-				lo, hi, ok = f.content()
-			default:
-				ok = c.skipValue()
-			}
-			if !ok {
-				return false
-			}
-			if c.eat(',') {
-				continue
-			}
-			if c.eat('}') {
-				break
-			}
+	ok := c.members(func(k []byte, _ int) bool {
+		bit := keyBit(k, messageKeyNames[:])
+		if bit < 0 || seen&bit != 0 {
 			return false
 		}
+		seen |= bit
+		var ok bool
+		switch bit {
+		case okRole:
+			if c.peek() == 'n' {
+				return c.null()
+			}
+			m.role, ok = f.role()
+			m.hasRole = true
+		case okContent:
+			lo, hi, ok = f.content()
+		default:
+			ok = c.skipValue()
+		}
+		return ok
+	})
+	if !ok {
+		return false
 	}
 	f.msgs = append(f.msgs, m)
 	f.partIdx = append(f.partIdx, lo, hi)
@@ -373,50 +340,36 @@ func (f *openaiFast) content() (lo, hi int, ok bool) {
 		if c.peek() != '{' {
 			return 0, 0, false
 		}
-		c.i++
 		var text string
 		isText, textNull := false, false
 		seen := 0
-		if !c.eat('}') {
-			for {
-				k, ok := c.key()
-				if !ok {
-					return 0, 0, false
-				}
-				bit := keyBit(k, partKeyNames[:])
-				if bit < 0 || seen&bit != 0 {
-					return 0, 0, false
-				}
-				seen |= bit
-				switch bit {
-				case okType:
-					if c.peek() != '"' {
-						return 0, 0, false
-					}
-					var typ []byte
-					typ, ok = c.strBytes()
-					isText = string(typ) == "text" || string(typ) == "input_text"
-				case okText:
-					if c.peek() == 'n' {
-						ok = c.null()
-						textNull = true
-					} else {
-						text, ok = c.str()
-					}
-				default:
-					ok = c.skipValue()
-				}
-				if !ok {
-					return 0, 0, false
-				}
-				if c.eat(',') {
-					continue
-				}
-				if c.eat('}') {
-					break
-				}
-				return 0, 0, false
+		ok := c.members(func(k []byte, _ int) bool {
+			bit := keyBit(k, partKeyNames[:])
+			if bit < 0 || seen&bit != 0 {
+				return false
 			}
+			seen |= bit
+			switch bit {
+			case okType:
+				if c.peek() != '"' {
+					return false
+				}
+				typ, ok := c.strBytes()
+				isText = string(typ) == "text" || string(typ) == "input_text"
+				return ok
+			case okText:
+				if c.peek() == 'n' {
+					textNull = true
+					return c.null()
+				}
+				var ok bool
+				text, ok = c.str()
+				return ok
+			}
+			return c.skipValue()
+		})
+		if !ok {
+			return 0, 0, false
 		}
 		if isText && seen&okText != 0 && !textNull {
 			f.parts = append(f.parts, text)
