@@ -252,14 +252,13 @@ func (m *Map) Touch(key uint64) uint64 {
 		return 0
 	}
 	g, _ := m.hashBits(key)
-	return m.TouchGroup(g)
+	return m.touchGroup(g)
 }
 
 // TouchAt is Touch for the group of an entry's position.
-func (m *Map) TouchAt(pos int) uint64 { return m.TouchGroup(pos / posLanes) }
+func (m *Map) TouchAt(pos int) uint64 { return m.touchGroup(pos / posLanes) }
 
-// TouchGroup is Touch for a known group.
-func (m *Map) TouchGroup(g int) uint64 {
+func (m *Map) touchGroup(g int) uint64 {
 	grp := &m.groups[g]
 	return grp.ctrl ^ grp.overflow
 }
