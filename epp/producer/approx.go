@@ -10,6 +10,7 @@ import (
 	"github.com/eppsim/eppsim/epp/prefixhash"
 
 	"github.com/eppsim/eppsim/internal/blockmap"
+	"github.com/eppsim/eppsim/internal/keylru"
 )
 
 // Approximate prefix producer defaults (spec §5.4, upstream types.go).
@@ -277,8 +278,8 @@ func (a *ApproxPrefix) RemovePod(endpointName string) { a.idx.dropPod(endpointNa
 
 // approxIndex is upstream's indexer: hash → set of pods, pod → LRU of hashes
 // (capacity fixed at creation, eviction callback removes the pod from the
-// hash's set). Upstream's LRU is hashicorp golang-lru; podLRU reproduces
-// its semantics without a heap object per entry.
+// hash's set). Upstream's LRU is hashicorp golang-lru; keylru.LRU
+// reproduces its semantics without a heap object per entry.
 //
 // A hash is in the index while at least one pod is in its set: hashToPods
 // holds the bit mask of the pods with ids below 64 and highPods the others
@@ -291,14 +292,13 @@ type approxIndex struct {
 	pods       []approxPod
 	// Scratch of add, kept to spare allocations per request.
 	evicted, fresh []uint64
-	candidates     []uint32
 	// sink receives the words that the touch loops load (see blockmap.Map.Touch).
 	sink uint64
 }
 
 type approxPod struct {
 	name     string
-	lru      *podLRU
+	lru      *keylru.LRU[struct{}] // upstream's simplelru.LRU[uint64, struct{}]
 	capacity int
 }
 
@@ -428,26 +428,23 @@ func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst
 		if capacity <= 0 {
 			capacity = DefaultLRUCapacityPerServer
 		}
-		p.lru = newPodLRU(capacity)
+		p.lru = keylru.New[struct{}](capacity)
 		p.capacity = capacity
 	}
 	l := p.lru
 	sink := ix.sink
 	for _, h := range hashes {
-		sink ^= l.index.Touch(h)
+		sink ^= l.Touch(h)
 	}
 	// As many evictions as hashes at most; counting the new hashes first
 	// would cost more than touching a few records too many.
-	ix.candidates = l.appendEvictionCandidates(ix.candidates[:0], min(len(hashes), l.Len()+len(hashes)-l.capacity))
-	for _, pos := range ix.candidates {
-		sink ^= l.index.TouchAt(int(pos))
-	}
+	sink ^= l.TouchOldest(min(len(hashes), l.Len()+len(hashes)-l.Capacity()))
 	evicted, fresh := ix.evicted[:0], ix.fresh[:0]
 	for i := range hashes {
 		if tailFirst {
 			i = len(hashes) - 1 - i
 		}
-		held, old, ok := l.Add(hashes[i])
+		_, held, old, ok := l.Add(hashes[i])
 		if ok {
 			evicted = append(evicted, old)
 		}
@@ -462,7 +459,7 @@ func (ix *approxIndex) add(hashes []uint64, name string, capacity int, tailFirst
 	// than all the others). So only the new hashes need the pod added,
 	// unless the prompt is that long.
 	toAdd := fresh
-	if len(hashes) > l.capacity {
+	if len(hashes) > l.Capacity() {
 		toAdd = hashes
 	}
 	for _, h := range evicted {

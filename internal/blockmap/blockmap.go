@@ -77,6 +77,11 @@ func GroupsFor(n int) int {
 // Len is the number of entries.
 func (m *Map) Len() int { return m.n }
 
+// Positions is the number of entry positions, one more than the largest
+// position the map can return before it grows: callers that keep data
+// beside the entries index a slice of this length by position.
+func (m *Map) Positions() int { return len(m.groups) * posLanes }
+
 // hashBits returns key's home group and control byte. Fibonacci hashing:
 // the top bits of the product pick the group, the next seven go in the
 // control byte.
