@@ -1,23 +1,41 @@
 package precise
 
 import (
-	"fmt"
+	"slices"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/eppsim/eppsim/internal/blockmap"
+	"github.com/eppsim/eppsim/internal/keylru"
 )
 
 // Index is the in-memory KV-block index (spec §6.3–6.4; upstream
 // kvblock.InMemoryIndex): request key → pod entries (each key's entries form
 // an LRU of at most podCacheSize), plus the engine-key → request-keys mapping
 // that KV events are resolved through. Both maps are LRUs bounded by size
-// keys. Pods and tiers are interned to small integers.
+// keys (upstream: golang-lru; here keylru.LRU, which has the same semantics
+// without a heap object per key). Pods and tiers are interned to small
+// integers.
+//
+// A key's entries are kept inline in the LRU's value while there are at
+// most inlineEntries of them (nearly always: a block is cached on few pods),
+// and an engine key's request keys while there is one (always when the
+// engine and the indexer hash blocks of the same size or the engine's are
+// smaller); larger sets live in the spill maps, keyed like the LRU and
+// dropped with their key.
 //
 // An Index is not safe for concurrent use; the simulator drives the EPP from
 // one goroutine.
 type Index struct {
 	podCacheSize int
-	data         *simplelru.LRU[uint64, *podCache]
-	e2r          *simplelru.LRU[uint64, []uint64]
+	data         *keylru.LRU[keyEntries]
+	e2r          *keylru.LRU[engineMapping]
+	moreEntries  map[uint64][]entry  // request key -> its entries, when more than inlineEntries
+	moreKeys     map[uint64][]uint64 // engine key -> its request keys, when more than one
+	scratch      []entry
+	resolved     []uint64     // scratch of touchRemoval
+	seen         blockmap.Map // scratch of engineToRequest
+	// sink receives the words that the touch passes load (see
+	// blockmap.Map.Touch).
+	sink uint64
 
 	podIDs    map[string]int32
 	podNames  []string
@@ -33,9 +51,23 @@ type entry struct {
 	spec bool
 }
 
-// podCache holds one request key's entries, least recently added first.
-type podCache struct {
-	entries []entry
+// inlineEntries is how many entries a request key keeps in its LRU value.
+const inlineEntries = 4
+
+// keyEntries holds a request key's entries, least recently added first:
+// e[:n], or all of them in Index.moreEntries when n is spilled.
+type keyEntries struct {
+	n uint8
+	e [inlineEntries]entry
+}
+
+const spilled = 0xff
+
+// engineMapping holds an engine key's request keys: first when n == 1, all
+// of them in Index.moreKeys otherwise.
+type engineMapping struct {
+	first uint64
+	n     uint32
 }
 
 // Index defaults (upstream in_memory.go).
@@ -57,18 +89,12 @@ func NewIndex(size, podCacheSize int) (*Index, error) {
 	if podCacheSize <= 0 {
 		podCacheSize = DefaultPodCacheSize
 	}
-	data, err := simplelru.NewLRU[uint64, *podCache](size, nil)
-	if err != nil {
-		return nil, fmt.Errorf("in-memory index: %w", err)
-	}
-	e2r, err := simplelru.NewLRU[uint64, []uint64](size, nil)
-	if err != nil {
-		return nil, fmt.Errorf("in-memory index engine map: %w", err)
-	}
 	return &Index{
 		podCacheSize: podCacheSize,
-		data:         data,
-		e2r:          e2r,
+		data:         keylru.New[keyEntries](size),
+		e2r:          keylru.New[engineMapping](size),
+		moreEntries:  map[uint64][]entry{},
+		moreKeys:     map[uint64][]uint64{},
 		podIDs:       map[string]int32{},
 		tierIDs:      map[string]uint8{},
 	}, nil
@@ -106,14 +132,93 @@ func (ix *Index) makeEntry(pod, tier string, spec bool) (entry, bool) {
 	return entry{pod: ix.podID(pod), tier: t, spec: spec}, true
 }
 
+// entries returns request key rk's entries, whose LRU value is v. The slice
+// aliases the index's storage.
+func (ix *Index) entries(rk uint64, v *keyEntries) []entry {
+	if v.n == spilled {
+		return ix.moreEntries[rk]
+	}
+	return v.e[:v.n]
+}
+
+// setEntries makes es request key rk's entries (v its LRU value); es is
+// copied unless it is rk's spilled slice itself.
+func (ix *Index) setEntries(rk uint64, v *keyEntries, es []entry) {
+	if len(es) <= inlineEntries {
+		v.n = uint8(copy(v.e[:], es))
+		delete(ix.moreEntries, rk)
+		return
+	}
+	if v.n != spilled {
+		es = slices.Clone(es)
+	}
+	v.n = spilled
+	ix.moreEntries[rk] = es
+}
+
+// dropKey forgets request key rk's spilled entries, if any (rk has left the
+// LRU).
+func (ix *Index) dropKey(rk uint64) { delete(ix.moreEntries, rk) }
+
 // engineToRequest maps engine keys to request keys by length ratio (1:1,
 // many:1 or 1:many), as upstream engineToRequestMapping: for i < max(E, R),
 // engine key i·E/n gets request key i·R/n appended. It calls fn once per
-// distinct engine key, in order of first appearance.
-func engineToRequest(engineKeys, requestKeys []uint64, fn func(ek uint64, rks []uint64)) {
-	if len(engineKeys) == 0 || len(requestKeys) == 0 {
+// distinct engine key, in order of first appearance; rks may alias
+// requestKeys. seen is scratch for the check of repeated engine keys.
+//
+// When the engine keys are distinct (as a chain of block hashes is), engine
+// key j gets the request keys of the i with i·E/n == j: key j·R/E alone when
+// E ≥ R, a run of requestKeys otherwise.
+func engineToRequest(engineKeys, requestKeys []uint64, seen *blockmap.Map, fn func(ek uint64, rks []uint64)) {
+	e, r := len(engineKeys), len(requestKeys)
+	if e == 0 || r == 0 {
 		return
 	}
+	if !distinct(engineKeys, seen) {
+		engineToRequestGeneral(engineKeys, requestKeys, fn)
+		return
+	}
+	for j, ek := range engineKeys {
+		lo, hi := j*r/e, j*r/e+1
+		if r > e {
+			// The i with ⌊i·E/R⌋ == j: ⌈j·R/E⌉ ≤ i < ⌈(j+1)·R/E⌉.
+			lo, hi = (j*r+e-1)/e, ((j+1)*r+e-1)/e
+		}
+		fn(ek, requestKeys[lo:hi])
+	}
+}
+
+// distinct reports whether keys has no repeated value; seen is an empty
+// set, left empty.
+func distinct(keys []uint64, seen *blockmap.Map) bool {
+	if len(keys) <= 8 {
+		for i, k := range keys {
+			if slices.Contains(keys[:i], k) {
+				return false
+			}
+		}
+		return true
+	}
+	unique := true
+	for _, k := range keys {
+		if v := seen.Ref(k); *v != 0 {
+			unique = false
+			break
+		} else {
+			*v = 1
+		}
+	}
+	for _, k := range keys {
+		if pos, ok := seen.Lookup(k); ok {
+			seen.DeleteAt(pos)
+		}
+	}
+	return unique
+}
+
+// engineToRequestGeneral is engineToRequest for engine keys that repeat:
+// a repeated key collects the request keys of all its positions.
+func engineToRequestGeneral(engineKeys, requestKeys []uint64, fn func(ek uint64, rks []uint64)) {
 	n := max(len(engineKeys), len(requestKeys))
 	mapping := make(map[uint64][]uint64, len(engineKeys))
 	order := make([]uint64, 0, len(engineKeys))
@@ -130,111 +235,184 @@ func engineToRequest(engineKeys, requestKeys []uint64, fn func(ek uint64, rks []
 	}
 }
 
+// mapEngineKey records ek → rks (upstream: engine-map LRU Add).
+func (ix *Index) mapEngineKey(ek uint64, rks []uint64) {
+	v, _, old, evicted := ix.e2r.Add(ek)
+	if evicted {
+		delete(ix.moreKeys, old)
+	}
+	if len(rks) == 1 {
+		v.first, v.n = rks[0], 1
+		delete(ix.moreKeys, ek)
+		return
+	}
+	v.first, v.n = 0, uint32(len(rks))
+	ix.moreKeys[ek] = slices.Clone(rks)
+}
+
+// unmapEngineKey drops ek's mapping.
+func (ix *Index) unmapEngineKey(ek uint64) {
+	ix.e2r.Remove(ek)
+	delete(ix.moreKeys, ek)
+}
+
+// touchRemoval loads, one level at a time for all of an event's engine
+// keys, the table entries that evicting them reads — their engine-map
+// entries, then the request keys' entries — so that the cache misses of a
+// long BlockRemoved overlap instead of stalling the evictions one by one.
+// It changes nothing.
+func (ix *Index) touchRemoval(engineKeys []uint64) {
+	sink := ix.sink
+	for _, ek := range engineKeys {
+		sink ^= ix.e2r.Touch(ek)
+	}
+	rks := ix.resolved[:0]
+	for _, ek := range engineKeys {
+		if v, ok := ix.e2r.Peek(ek); ok && v.n == 1 {
+			rks = append(rks, v.first)
+		}
+	}
+	for _, rk := range rks {
+		sink ^= ix.data.Touch(rk)
+	}
+	for _, rk := range rks {
+		if v, ok := ix.data.Peek(rk); ok {
+			sink ^= uint64(v.n)
+		}
+	}
+	ix.resolved, ix.sink = rks, sink
+}
+
+// touchStore is touchRemoval for an add of these keys.
+func (ix *Index) touchStore(engineKeys, requestKeys []uint64) {
+	sink := ix.sink
+	for _, ek := range engineKeys {
+		sink ^= ix.e2r.Touch(ek)
+	}
+	for _, rk := range requestKeys {
+		sink ^= ix.data.Touch(rk)
+	}
+	ix.sink = sink
+}
+
 // add stores entries under every request key and, when engineKeys is
 // non-nil, the engine→request mapping (upstream InMemoryIndex.Add).
 func (ix *Index) add(engineKeys, requestKeys []uint64, entries []entry) {
 	if len(requestKeys) == 0 || len(entries) == 0 {
 		return
 	}
+	ix.touchStore(engineKeys, requestKeys)
 	if engineKeys != nil {
-		engineToRequest(engineKeys, requestKeys, func(ek uint64, rks []uint64) { ix.e2r.Add(ek, rks) })
+		engineToRequest(engineKeys, requestKeys, &ix.seen, ix.mapEngineKey)
 	}
 	for _, rk := range requestKeys {
-		pc, ok := ix.data.Get(rk)
+		v, ok := ix.data.Get(rk)
 		if !ok {
-			pc = &podCache{}
-			ix.data.Add(rk, pc)
+			var old uint64
+			var evicted bool
+			v, _, old, evicted = ix.data.Add(rk)
+			if evicted {
+				ix.dropKey(old)
+			}
 		}
-		pc.addAll(entries, ix.podCacheSize)
+		es := ix.entries(rk, v)
+		if v.n != spilled {
+			es = append(ix.scratch[:0], es...)
+		}
+		es = addAll(es, entries, ix.podCacheSize)
+		ix.setEntries(rk, v, es)
+		if v.n != spilled {
+			ix.scratch = es[:0]
+		}
 	}
 }
 
-// addAll inserts with LRU semantics: an existing entry moves to most recent,
-// a new one appends, overflow drops the least recent.
-func (pc *podCache) addAll(recs []entry, capacity int) {
+// addAll inserts recs into es with LRU semantics — an existing entry moves
+// to most recent, a new one appends, overflow drops the least recent — and
+// returns the result.
+func addAll(es, recs []entry, capacity int) []entry {
 	for _, rec := range recs {
-		found := false
-		for i := range pc.entries {
-			if pc.entries[i] == rec {
-				copy(pc.entries[i:], pc.entries[i+1:])
-				pc.entries[len(pc.entries)-1] = rec
-				found = true
-				break
-			}
-		}
-		if found {
+		if i := slices.Index(es, rec); i >= 0 {
+			copy(es[i:], es[i+1:])
+			es[len(es)-1] = rec
 			continue
 		}
-		if capacity > 0 && len(pc.entries) >= capacity {
-			copy(pc.entries, pc.entries[1:])
-			pc.entries[len(pc.entries)-1] = rec
+		if capacity > 0 && len(es) >= capacity {
+			copy(es, es[1:])
+			es[len(es)-1] = rec
 			continue
 		}
-		pc.entries = append(pc.entries, rec)
+		es = append(es, rec)
 	}
+	return es
 }
 
-// removeAll deletes entries and reports whether the cache is now empty.
-func (pc *podCache) removeAll(recs []entry) bool {
+// removeAll deletes recs from es and returns the result.
+func removeAll(es, recs []entry) []entry {
 	for _, rec := range recs {
-		for i := range pc.entries {
-			if pc.entries[i] == rec {
-				pc.entries = append(pc.entries[:i], pc.entries[i+1:]...)
-				break
-			}
+		if i := slices.Index(es, rec); i >= 0 {
+			es = append(es[:i], es[i+1:]...)
 		}
 	}
-	return len(pc.entries) == 0
+	return es
 }
 
 // evictRequestKey removes entries from one request key, dropping the key
 // when it empties. It reports whether the key still holds entries.
 func (ix *Index) evictRequestKey(rk uint64, recs []entry) (remaining bool) {
-	pc, ok := ix.data.Get(rk)
-	if !ok || pc == nil {
+	v, ok := ix.data.Get(rk)
+	if !ok {
 		return false
 	}
-	if pc.removeAll(recs) {
+	es := removeAll(ix.entries(rk, v), recs)
+	if len(es) == 0 {
 		ix.data.Remove(rk)
+		ix.dropKey(rk)
 		return false
 	}
+	ix.setEntries(rk, v, es)
 	return true
 }
 
 // evictEngineKey resolves an engine key and removes entries from its
 // request keys; the mapping is dropped once all of them are empty.
 func (ix *Index) evictEngineKey(ek uint64, recs []entry) {
-	rks, ok := ix.e2r.Get(ek)
+	v, ok := ix.e2r.Get(ek)
 	if !ok {
 		return
 	}
-	if len(rks) == 1 {
+	if v.n == 1 {
 		// The common 1:1 mapping, without looking rk up twice: the check
 		// below would find what evictRequestKey reports, and its Get would
 		// not change the LRU order (rk is already the most recent key).
-		if !ix.evictRequestKey(rks[0], recs) {
-			ix.e2r.Remove(ek)
+		if !ix.evictRequestKey(v.first, recs) {
+			ix.unmapEngineKey(ek)
 		}
 		return
 	}
+	rks := ix.moreKeys[ek]
 	for _, rk := range rks {
 		ix.evictRequestKey(rk, recs)
 	}
 	for _, rk := range rks {
-		if pc, ok := ix.data.Get(rk); ok && pc != nil && len(pc.entries) > 0 {
+		if v, ok := ix.data.Get(rk); ok && len(ix.entries(rk, v)) > 0 {
 			return
 		}
 	}
-	ix.e2r.Remove(ek)
+	ix.unmapEngineKey(ek)
 }
 
 // requestKey returns the last request key an engine key maps to (the chain
 // position a child block continues from).
 func (ix *Index) requestKey(ek uint64) (uint64, bool) {
-	rks, ok := ix.e2r.Get(ek)
-	if !ok || len(rks) == 0 {
+	v, ok := ix.e2r.Get(ek)
+	if !ok || v.n == 0 {
 		return 0, false
 	}
+	if v.n == 1 {
+		return v.first, true
+	}
+	rks := ix.moreKeys[ek]
 	return rks[len(rks)-1], true
 }
 
@@ -246,20 +424,23 @@ func (ix *Index) clearPod(pod string) {
 		return
 	}
 	for _, rk := range ix.data.Keys() {
-		pc, ok := ix.data.Peek(rk)
-		if !ok || pc == nil {
+		v, ok := ix.data.Peek(rk)
+		if !ok {
 			continue
 		}
-		kept := pc.entries[:0]
-		for _, e := range pc.entries {
+		es := ix.entries(rk, v)
+		kept := es[:0]
+		for _, e := range es {
 			if e.pod != id {
 				kept = append(kept, e)
 			}
 		}
-		pc.entries = kept
 		if len(kept) == 0 {
 			ix.data.Remove(rk)
+			ix.dropKey(rk)
+			continue
 		}
+		ix.setEntries(rk, v, kept)
 	}
 }
 
@@ -270,12 +451,13 @@ func (ix *Index) Len() int { return ix.data.Len() }
 // reporting: "pod@tier" strings, speculative ones suffixed "[speculative]",
 // least recent first.
 func (ix *Index) KeyEntries(rk uint64) []string {
-	pc, ok := ix.data.Peek(rk)
+	v, ok := ix.data.Peek(rk)
 	if !ok {
 		return nil
 	}
-	out := make([]string, len(pc.entries))
-	for i, e := range pc.entries {
+	es := ix.entries(rk, v)
+	out := make([]string, len(es))
+	for i, e := range es {
 		s := ix.podNames[e.pod] + "@" + ix.tierNames[e.tier]
 		if e.spec {
 			s += "[speculative]"

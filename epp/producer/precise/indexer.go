@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/internal/blockmap"
 )
 
 // Tier names.
@@ -36,13 +37,15 @@ type Indexer struct {
 
 	// refs counts stores per (pod, tier, engine hash) so that duplicate
 	// removes do not evict a block another store still references
-	// (upstream eventDedupFilter): refs[pod][tier][hash]. One plain
-	// uint64-keyed map per (pod, tier) rather than one map keyed by
-	// (tier, hash) structs: Go's uint64-key fast path makes the per-block
-	// lookups of every KV event markedly cheaper; the counts are the same.
-	refs map[int32][]map[uint64]int
+	// (upstream eventDedupFilter): refs[pod][tier] maps hash -> count. A
+	// blockmap.Map per (pod, tier): every KV event looks up each of its
+	// blocks, and the counts churn with the engines' caches (Go's maps slow
+	// down under such insert/delete churn).
+	refs [][]blockmap.Map
 
 	spec []specItem // speculative entries, in expiry order
+
+	removed []uint64 // scratch of touchRemovals
 
 	// scratch for Match
 	candOf []int32
@@ -75,7 +78,6 @@ func NewIndexer(h *Hasher, ix *Index, weights map[string]float64, defaultWeight 
 		index:     ix,
 		weights:   weights,
 		defWeight: defaultWeight,
-		refs:      map[int32][]map[uint64]int{},
 	}
 }
 
@@ -96,6 +98,7 @@ func normalizeTier(medium string) string {
 // whose engine serves model (spec §6.3). Malformed events are dropped one
 // by one, as upstream logs and continues.
 func (x *Indexer) HandleEvents(pod, model string, batch []epp.KVEvent) {
+	x.touchRemovals(pod, batch)
 	for i := range batch {
 		ev := &batch[i]
 		switch ev.Kind {
@@ -107,6 +110,36 @@ func (x *Indexer) HandleEvents(pod, model string, batch []epp.KVEvent) {
 			x.ClearPod(pod)
 		}
 	}
+}
+
+// touchRemovals loads the table entries that the batch's BlockRemoved
+// events will read (see Index.touchRemoval), all at once: vLLM reports each
+// evicted block in an event of its own, so a batch holds many small
+// removals whose cache misses would otherwise come one after the other.
+// It changes nothing.
+func (x *Indexer) touchRemovals(pod string, batch []epp.KVEvent) {
+	hashes := x.removed[:0]
+	for i := range batch {
+		if batch[i].Kind == epp.BlockRemoved {
+			hashes = append(hashes, batch[i].BlockHashes...)
+		}
+	}
+	x.removed = hashes
+	if len(hashes) == 0 {
+		return
+	}
+	// The store counts of the default tier, where vLLM's GPU blocks are.
+	id, ok := x.index.podIDs[pod]
+	tier, tok := x.index.tierIDs[DefaultEventTier]
+	if ok && tok && int(id) < len(x.refs) && int(tier) < len(x.refs[id]) {
+		b := &x.refs[id][tier]
+		sink := x.index.sink
+		for _, h := range hashes {
+			sink ^= b.Touch(h)
+		}
+		x.index.sink = sink
+	}
+	x.index.touchRemoval(hashes)
 }
 
 func (x *Indexer) blockStored(pod, model string, ev *epp.KVEvent) {
@@ -181,18 +214,22 @@ func (x *Indexer) trackStore(ent entry, hashes []uint64) {
 	if len(hashes) == 0 {
 		return
 	}
+	if int(ent.pod) >= len(x.refs) {
+		x.refs = append(x.refs, make([][]blockmap.Map, int(ent.pod)+1-len(x.refs))...)
+	}
 	tiers := x.refs[ent.pod]
 	if int(ent.tier) >= len(tiers) {
-		tiers = append(tiers, make([]map[uint64]int, int(ent.tier)+1-len(tiers))...)
+		tiers = append(tiers, make([]blockmap.Map, int(ent.tier)+1-len(tiers))...)
 		x.refs[ent.pod] = tiers
 	}
-	b := tiers[ent.tier]
-	if b == nil {
-		b = map[uint64]int{}
-		tiers[ent.tier] = b
-	}
+	b := &tiers[ent.tier]
+	sink := x.index.sink
 	for _, h := range hashes {
-		b[h]++
+		sink ^= b.Touch(h)
+	}
+	x.index.sink = sink
+	for _, h := range hashes {
+		*b.Ref(h)++
 	}
 }
 
@@ -201,25 +238,25 @@ func (x *Indexer) blockRemoved(pod string, ev *epp.KVEvent) {
 	if !ok {
 		return
 	}
-	var b map[uint64]int
-	if tiers := x.refs[ent.pod]; int(ent.tier) < len(tiers) {
-		b = tiers[ent.tier]
+	var b *blockmap.Map
+	if int(ent.pod) < len(x.refs) && int(ent.tier) < len(x.refs[ent.pod]) {
+		b = &x.refs[ent.pod][ent.tier]
 	}
 	recs := []entry{ent}
 	for _, h := range ev.BlockHashes {
 		if b != nil {
-			if n, ok := b[h]; ok && n > 0 {
-				if n > 1 {
-					b[h] = n - 1 // still referenced by another store
+			if pos, ok := b.Lookup(h); ok {
+				if n := b.Val(pos); *n > 1 {
+					*n-- // still referenced by another store
 					continue
 				}
-				delete(b, h)
+				b.DeleteAt(pos)
 			}
 		}
 		x.index.evictEngineKey(h, recs)
 	}
-	if b != nil && len(b) == 0 {
-		x.refs[ent.pod][ent.tier] = nil
+	if b != nil && b.Len() == 0 {
+		*b = blockmap.Map{} // release the table
 	}
 }
 
@@ -227,8 +264,8 @@ func (x *Indexer) blockRemoved(pod string, ev *epp.KVEvent) {
 // the endpoint leaving the pool).
 func (x *Indexer) ClearPod(pod string) {
 	x.index.clearPod(pod)
-	if id, ok := x.index.podIDs[pod]; ok {
-		delete(x.refs, id)
+	if id, ok := x.index.podIDs[pod]; ok && int(id) < len(x.refs) {
+		x.refs[id] = nil
 	}
 }
 
@@ -315,13 +352,13 @@ func (x *Indexer) Match(perPrompt [][]uint64, candidates []string, out []Match) 
 			st[c].alive, st[c].tmask, st[c].score = false, 0, 0
 		}
 		for i, key := range keys {
-			pc, ok := ix.data.Get(key)
+			v, ok := ix.data.Get(key)
 			if !ok {
 				break
 			}
 			x.stamp++
 			hit := false
-			for _, e := range pc.entries {
+			for _, e := range ix.entries(key, v) {
 				c := x.candOf[e.pod]
 				if c < 0 {
 					continue
