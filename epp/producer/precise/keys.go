@@ -98,6 +98,9 @@ func (h *Hasher) hashBlock(enc *cborEncoder, parent uint64, tokens []uint32, nil
 		}
 		return d.Sum64()
 	}
+	if !nilTokens && len(extras) == 0 {
+		return fnvBlock(parent, tokens)
+	}
 	enc.reset()
 	enc.arrayHeader(3)
 	enc.uint(parent)
@@ -124,6 +127,58 @@ func (h *Hasher) hashBlock(enc *cborEncoder, parent uint64, tokens []uint32, nil
 		}
 	}
 	return fnv1a(enc.buf)
+}
+
+// fnvBlock is hashBlock for cbor-fnv and a block without extras — every
+// block but the first of a prompt without multimodal items, and the first
+// too without a cache salt — in one pass: the canonical CBOR of
+// [parent, tokens, null] goes byte by byte into FNV-1a, as the encoder
+// would write it, with no buffer in between, so that the encoding runs in
+// the shadow of FNV's chain of dependent multiplications.
+func fnvBlock(parent uint64, tokens []uint32) uint64 {
+	h := fnvStep(fnvOffset64, 0x83) // array of 3
+	h = fnvHead(h, 0, parent)
+	h = fnvHead(h, 4, uint64(len(tokens)))
+	for _, t := range tokens {
+		switch {
+		case t < 24:
+			h = fnvStep(h, byte(t))
+		case t <= 0xff:
+			h = fnvStep(fnvStep(h, 24), byte(t))
+		case t <= 0xffff:
+			h = fnvStep(fnvStep(fnvStep(h, 25), byte(t>>8)), byte(t))
+		default:
+			h = fnvStep(fnvStep(fnvStep(fnvStep(fnvStep(h, 26), byte(t>>24)), byte(t>>16)), byte(t>>8)), byte(t))
+		}
+	}
+	return fnvStep(h, 0xf6) // null
+}
+
+func fnvStep(h uint64, c byte) uint64 { return (h ^ uint64(c)) * fnvPrime64 }
+
+// fnvHead feeds the CBOR head of major type major and argument v (shortest
+// form, as cborEncoder.head writes it).
+func fnvHead(h uint64, major byte, v uint64) uint64 {
+	m := major << 5
+	switch {
+	case v < 24:
+		return fnvStep(h, m|byte(v))
+	case v <= 0xff:
+		return fnvStep(fnvStep(h, m|24), byte(v))
+	case v <= 0xffff:
+		return fnvStep(fnvStep(fnvStep(h, m|25), byte(v>>8)), byte(v))
+	case v <= 0xffffffff:
+		h = fnvStep(h, m|26)
+		for s := 24; s >= 0; s -= 8 {
+			h = fnvStep(h, byte(v>>s))
+		}
+		return h
+	}
+	h = fnvStep(h, m|27)
+	for s := 56; s >= 0; s -= 8 {
+		h = fnvStep(h, byte(v>>s))
+	}
+	return h
 }
 
 // Keys returns the keys of the full blocks of tokens, chained from parent
