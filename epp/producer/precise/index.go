@@ -51,14 +51,16 @@ type entry struct {
 	spec bool
 }
 
-// inlineEntries is how many entries a request key keeps in its LRU value.
-const inlineEntries = 4
+// inlineEntries is how many entries a request key keeps in its LRU value:
+// three, so that a value fills half a cache line and never straddles two.
+const inlineEntries = 3
 
 // keyEntries holds a request key's entries, least recently added first:
 // e[:n], or all of them in Index.moreEntries when n is spilled.
 type keyEntries struct {
-	n uint8
 	e [inlineEntries]entry
+	n uint8
+	_ [7]byte
 }
 
 const spilled = 0xff
@@ -145,8 +147,13 @@ func (ix *Index) entries(rk uint64, v *keyEntries) []entry {
 // copied unless it is rk's spilled slice itself.
 func (ix *Index) setEntries(rk uint64, v *keyEntries, es []entry) {
 	if len(es) <= inlineEntries {
-		v.n = uint8(copy(v.e[:], es))
-		delete(ix.moreEntries, rk)
+		if v.n == spilled {
+			delete(ix.moreEntries, rk)
+		}
+		for i, e := range es {
+			v.e[i] = e
+		}
+		v.n = uint8(len(es))
 		return
 	}
 	if v.n != spilled {
