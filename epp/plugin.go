@@ -95,7 +95,9 @@ type ProfileHandler interface {
 }
 
 // KVEventConsumer receives a replica's KV events after their delivery lag
-// (spec §6.3). Address is the endpoint's "ip:port".
+// (spec §6.3). Address is the endpoint's "ip:port". The batch slice is the
+// caller's and valid only during the call (the slices inside its events
+// stay valid): a consumer copies what it keeps.
 type KVEventConsumer interface {
 	HandleKVEvents(c *Cycle, address string, batch []KVEvent)
 }

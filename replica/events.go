@@ -42,7 +42,9 @@ type Event struct {
 
 // Subscriber receives the events of each engine step, in the order they
 // occurred, as one batch (vLLM publishes one KVEventBatch per step). now is
-// the simulated time the step was scheduled.
+// the simulated time the step was scheduled. The batch slice is the
+// engine's and valid only during the call; the slices inside the events
+// (hashes, tokens, extra keys) stay valid and unchanged.
 type Subscriber interface {
 	KVEvents(now int64, batch []Event)
 }
@@ -52,7 +54,16 @@ type Subscriber interface {
 type eventLog struct {
 	enabled bool
 	buf     []Event
+	// removedHashes backs the one-hash BlockHashes of BlockRemoved events
+	// (vLLM reports each evicted block in an event of its own): slices of
+	// one array rather than an allocation per evicted block. Subscribers
+	// may keep those slices, so the array is only ever appended to; when
+	// full, a new one takes over.
+	removedHashes []uint64
 }
+
+// removedChunk is the size of the arrays behind removedHashes.
+const removedChunk = 1024
 
 func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, bs int, extra [][]string) {
 	if l == nil || !l.enabled {
@@ -65,7 +76,12 @@ func (l *eventLog) removed(h uint64) {
 	if l == nil || !l.enabled {
 		return
 	}
-	l.buf = append(l.buf, Event{Kind: BlockRemoved, BlockHashes: []uint64{h}})
+	if len(l.removedHashes) == cap(l.removedHashes) {
+		l.removedHashes = make([]uint64, 0, removedChunk)
+	}
+	l.removedHashes = append(l.removedHashes, h)
+	n := len(l.removedHashes)
+	l.buf = append(l.buf, Event{Kind: BlockRemoved, BlockHashes: l.removedHashes[n-1 : n : n]})
 }
 
 func (l *eventLog) cleared() {
@@ -75,13 +91,15 @@ func (l *eventLog) cleared() {
 	l.buf = append(l.buf, Event{Kind: AllBlocksCleared})
 }
 
-// take returns the queued events and resets the log. The returned slice is
-// owned by the caller.
+// take returns the queued events and empties the log. The returned slice is
+// the log's buffer, valid until the next event is queued. (The buffer keeps
+// the slices of its last events reachable until they are overwritten: at
+// most one step's worth.)
 func (l *eventLog) take() []Event {
 	if l == nil || len(l.buf) == 0 {
 		return nil
 	}
 	out := l.buf
-	l.buf = nil
-	return out
+	l.buf = out[:0]
+	return out[:len(out):len(out)]
 }

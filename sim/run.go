@@ -172,12 +172,15 @@ type fleetReplica struct {
 
 // KVEvents forwards an engine's events to the EPP after the delivery lag.
 func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
-	out := make([]epp.KVEvent, len(batch))
-	for i, ev := range batch {
-		out[i] = epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
-			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys}
-	}
 	r := f.run
+	var out []epp.KVEvent
+	if n := len(r.spareKV); n > 0 {
+		out, r.spareKV = r.spareKV[n-1], r.spareKV[:n-1]
+	}
+	for _, ev := range batch {
+		out = append(out, epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
+			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys})
+	}
 	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})
 	r.loop.At(now+r.opts.KVEventLag, r, arg(evKV, slot))
 }
@@ -200,6 +203,7 @@ type runner struct {
 	lastEvent     int64  // time of the last event other than a sample
 	kv            []kvBatch
 	freeKV        []int
+	spareKV       [][]epp.KVEvent // delivered batches' slices, for reuse
 	next          *workload.Request
 	srcDone       bool
 	injected      int
@@ -346,6 +350,10 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.kv[idx] = kvBatch{}
 		r.freeKV = append(r.freeKV, idx)
 		r.router.HandleKVEvents(&epp.Cycle{Now: now}, r.fleet[b.replica].spec.Address, b.batch)
+		// Consumers keep nothing of the batch slice (epp.KVEventConsumer),
+		// so it carries a later batch.
+		clear(b.batch)
+		r.spareKV = append(r.spareKV, b.batch[:0])
 	}
 	r.lastEvent = now
 }
