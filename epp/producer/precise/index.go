@@ -150,10 +150,7 @@ func (ix *Index) setEntries(rk uint64, v *keyEntries, es []entry) {
 		if v.n == spilled {
 			delete(ix.moreEntries, rk)
 		}
-		for i, e := range es {
-			v.e[i] = e
-		}
-		v.n = uint8(len(es))
+		v.n = uint8(copy(v.e[:], es))
 		return
 	}
 	if v.n != spilled {
