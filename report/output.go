@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/eppsim/eppsim/sim"
 )
@@ -67,30 +69,38 @@ const maxScatter = 5000
 //
 // Close writes every file to a temporary name in the directory and renames
 // it into place, so an interrupted run leaves no half-written result; files
-// already in the directory that Close does not write are left alone. An
-// Output is not safe for concurrent use.
+// already in the directory that Close does not write are left alone. Runs
+// may record concurrently through their RunWriters (BeginRun); everything
+// else about an Output — StartRun and the methods that act on its run,
+// Close, Abort — belongs to one goroutine.
 type Output struct {
 	dir  string
 	meta Meta
 	// DPI is the resolution of the PNG plots (default 150).
 	DPI int
 
-	runs  []*runData
-	cur   *runData
-	notes []string // run-set notes (AddNote before any StartRun)
-	names map[string]bool
+	cur *RunWriter // the run of StartRun
 
-	req, ts *tempCSV
+	// mu guards the fields below; a RunWriter touches only its own runData
+	// apart from them.
+	mu      sync.Mutex
+	runs    []*runData
+	written int      // runs[:written] are ended and in the CSV files
+	notes   []string // run-set notes (AddNote before any StartRun)
+	names   map[string]bool
+	req, ts *tempCSV // written by the first open run or by End's draining, never both at once
 	err     error
+	failed  atomic.Bool // err != nil
 	closed  bool
-	buf     []byte
 }
 
 // runData is what Output keeps of one config run.
 type runData struct {
 	name     string
 	index    int
-	replicas []string // known replica names (StartRun or EndRun)
+	replicas []string // known replica names (BeginRun or End)
+	ended    bool
+	buf      []byte // row scratch
 
 	sum   *Summary
 	notes []string
@@ -170,24 +180,38 @@ func NewOutput(dir string, meta Meta) (*Output, error) {
 }
 
 func (o *Output) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failLocked(err)
+}
+
+func (o *Output) failLocked(err error) {
 	if o.err == nil {
 		o.err = err
+		o.failed.Store(true)
 	}
 }
 
-// StartRun begins a config run; runs are reported in the order started.
-// A name already used gets a " (2)", " (3)", ... suffix. When the fleet's
-// replica names are passed here (index order, as sim.ReplicaSpec), rows are
-// written straight to the CSV files; otherwise they are spooled until
-// EndRun supplies the names.
-func (o *Output) StartRun(name string, replicaNames ...string) {
+// RunWriter records one config run of an Output. Its methods are called
+// from the goroutine that simulates the run; several runs of one Output may
+// record at the same time, each through its own RunWriter.
+type RunWriter struct {
+	o *Output
+	r *runData
+}
+
+// BeginRun begins a config run and returns its recorder; runs are reported
+// in the order begun, however they interleave. A name already used gets a
+// " (2)", " (3)", ... suffix. When the fleet's replica names are passed here
+// (index order, as sim.ReplicaSpec) and no other run is open, rows are
+// written straight to the CSV files; otherwise they are spooled to a
+// temporary file and join the CSV files once the run and every run begun
+// before it have ended.
+func (o *Output) BeginRun(name string, replicaNames ...string) *RunWriter {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.closed {
-		o.fail(errors.New("report: StartRun after Close"))
-		return
-	}
-	if o.cur != nil {
-		o.fail(fmt.Errorf("report: StartRun %q: run %q was not ended", name, o.cur.name))
-		return
+		o.failLocked(errors.New("report: BeginRun after Close"))
 	}
 	unique := name
 	for k := 2; o.names[unique]; k++ {
@@ -197,36 +221,68 @@ func (o *Output) StartRun(name string, replicaNames ...string) {
 	r := &runData{name: unique, index: len(o.runs), replicas: replicaNames}
 	r.approx.rng = rand.New(rand.NewPCG(o.meta.Seed, 2*uint64(r.index)))
 	r.precise.rng = rand.New(rand.NewPCG(o.meta.Seed, 2*uint64(r.index)+1))
-	if len(replicaNames) == 0 {
+	if len(replicaNames) == 0 || o.written < len(o.runs) {
 		var err error
 		if r.reqSpool, err = newSpool(o.dir, RequestsFile); err != nil {
-			o.fail(err)
+			o.failLocked(err)
 		}
 		if r.tsSpool, err = newSpool(o.dir, TimeseriesFile); err != nil {
-			o.fail(err)
+			o.failLocked(err)
 		}
 	}
 	o.runs = append(o.runs, r)
-	o.cur = r
+	return &RunWriter{o: o, r: r}
+}
+
+// StartRun begins a config run recorded through the Output's own methods
+// (AddRecord, AddSample, AddNote, EndRun): BeginRun for one run at a time.
+func (o *Output) StartRun(name string, replicaNames ...string) {
+	if o.cur != nil {
+		o.fail(fmt.Errorf("report: StartRun %q: run %q was not ended", name, o.cur.r.name))
+		return
+	}
+	o.cur = o.BeginRun(name, replicaNames...)
 }
 
 // current returns the run being recorded, noting misuse.
-func (o *Output) current(what string) *runData {
+func (o *Output) current(what string) *RunWriter {
 	if o.cur == nil {
 		o.fail(fmt.Errorf("report: %s outside a run (call StartRun first)", what))
 	}
 	return o.cur
 }
 
-// AddRecord accounts one final record of the current run: it streams its
-// requests.csv row and keeps what the plots need.
+// AddRecord is AddRecord of the run begun by StartRun.
 func (o *Output) AddRecord(rec *sim.Record) {
-	r := o.current("AddRecord")
-	if r == nil || o.err != nil {
+	if w := o.current("AddRecord"); w != nil {
+		w.AddRecord(rec)
+	}
+}
+
+// AddSample is AddSample of the run begun by StartRun.
+func (o *Output) AddSample(s *sim.Sample) {
+	if w := o.current("AddSample"); w != nil {
+		w.AddSample(s)
+	}
+}
+
+// EndRun is End of the run begun by StartRun.
+func (o *Output) EndRun(s *Summary, replicaNames []string) {
+	if w := o.current("EndRun"); w != nil {
+		o.cur = nil
+		w.End(s, replicaNames)
+	}
+}
+
+// AddRecord accounts one final record of the run: it streams its
+// requests.csv row and keeps what the plots need.
+func (w *RunWriter) AddRecord(rec *sim.Record) {
+	o, r := w.o, w.r
+	if o.failed.Load() {
 		return
 	}
-	b, split := appendRequestRow(o.buf[:0], r.name, rec)
-	o.buf = b
+	b, split := appendRequestRow(r.buf[:0], r.name, rec)
+	r.buf = b
 	if r.reqSpool != nil {
 		r.reqSpool.put(b[:split], rec.Replica, b[split:])
 	} else {
@@ -248,12 +304,12 @@ func (o *Output) AddRecord(rec *sim.Record) {
 	}
 }
 
-// AddSample accounts one replica sample of the current run: it streams its
+// AddSample accounts one replica sample of the run: it streams its
 // timeseries.csv row (with the hit ratio since that replica's previous
 // sample) and feeds the time-series plots.
-func (o *Output) AddSample(s *sim.Sample) {
-	r := o.current("AddSample")
-	if r == nil || o.err != nil {
+func (w *RunWriter) AddSample(s *sim.Sample) {
+	o, r := w.o, w.r
+	if o.failed.Load() {
 		return
 	}
 	if s.Replica < 0 {
@@ -265,8 +321,8 @@ func (o *Output) AddSample(s *sim.Sample) {
 	}
 	dh, dq := s.PrefixHits-r.prev[s.Replica].hits, s.PrefixQueries-r.prev[s.Replica].queries
 	r.prev[s.Replica] = cumulative{s.PrefixHits, s.PrefixQueries}
-	b, split := appendSampleRow(o.buf[:0], r.name, s, dh, dq)
-	o.buf = b
+	b, split := appendSampleRow(r.buf[:0], r.name, s, dh, dq)
+	r.buf = b
 	if r.tsSpool != nil {
 		r.tsSpool.put(b[:split], s.Replica, b[split:])
 	} else {
@@ -302,40 +358,50 @@ func (r *runData) flushInstant() {
 // Config.NotSimulated entries are shown in the reports too.
 func (o *Output) AddNote(note string) {
 	if o.cur != nil {
-		o.cur.notes = append(o.cur.notes, note)
+		o.cur.AddNote(note)
 		return
 	}
+	o.mu.Lock()
 	o.notes = append(o.notes, note)
+	o.mu.Unlock()
 }
 
-// EndRun ends the current run with its summary. replicaNames (index order)
-// name the replicas in the CSV files and plots when StartRun did not get
-// them; when both did, these win for the plots.
-func (o *Output) EndRun(s *Summary, replicaNames []string) {
-	r := o.current("EndRun")
-	if r == nil {
-		return
-	}
+// AddNote attaches a note to the run (see Output.AddNote).
+func (w *RunWriter) AddNote(note string) { w.r.notes = append(w.r.notes, note) }
+
+// End ends the run with its summary. replicaNames (index order) name the
+// replicas in the CSV files and plots when BeginRun did not get them; when
+// both did, these win for the plots. The rows of the runs that have ended,
+// up to the first begun that has not, are then written to the CSV files.
+func (w *RunWriter) End(s *Summary, replicaNames []string) {
+	r := w.r
 	if len(replicaNames) > 0 {
 		r.replicas = replicaNames
 	}
 	r.sum = s
 	r.flushInstant()
-	o.cur = nil
-	if o.err != nil {
-		return
-	}
-	if r.reqSpool != nil {
-		if err := r.reqSpool.drain(o.req, r.replicas); err != nil {
-			o.fail(err)
+	o := w.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r.ended = true
+	for o.written < len(o.runs) && o.runs[o.written].ended {
+		done := o.runs[o.written]
+		o.written++
+		if o.err != nil {
+			continue
 		}
-		r.reqSpool = nil
-	}
-	if r.tsSpool != nil {
-		if err := r.tsSpool.drain(o.ts, r.replicas); err != nil {
-			o.fail(err)
+		if done.reqSpool != nil {
+			if err := done.reqSpool.drain(o.req, done.replicas); err != nil {
+				o.failLocked(err)
+			}
+			done.reqSpool = nil
 		}
-		r.tsSpool = nil
+		if done.tsSpool != nil {
+			if err := done.tsSpool.drain(o.ts, done.replicas); err != nil {
+				o.failLocked(err)
+			}
+			done.tsSpool = nil
+		}
 	}
 }
 
@@ -379,8 +445,11 @@ func (o *Output) Close() (err error) {
 			}
 		}
 	}()
-	if o.cur != nil {
-		o.fail(fmt.Errorf("report: Close: run %q was not ended", o.cur.name))
+	for _, r := range o.runs {
+		if !r.ended {
+			o.fail(fmt.Errorf("report: Close: run %q was not ended", r.name))
+			break
+		}
 	}
 	if o.err != nil {
 		return o.err

@@ -306,6 +306,73 @@ func TestOutputDeterministic(t *testing.T) {
 	}
 }
 
+// TestOutputConcurrentRuns: runs recorded at the same time from their own
+// goroutines through RunWriters — the later ones ending first, so that
+// their spooled rows wait for the earlier — give exactly the files of the
+// same runs recorded one after the other.
+func TestOutputConcurrentRuns(t *testing.T) {
+	runs := append(slices.Clone(fixtures), fixtures[0])
+	runs[2].name = "c"
+	record := func(w *RunWriter, f fixture) {
+		for i := range f.records {
+			w.AddRecord(&f.records[i])
+		}
+		for i := range f.samples {
+			w.AddSample(&f.samples[i])
+		}
+	}
+	seq, conc := t.TempDir(), t.TempDir()
+	o, err := NewOutput(seq, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DPI = 20
+	for _, f := range runs {
+		w := o.BeginRun(f.name, f.startWith...)
+		record(w, f)
+		w.End(summaryOf(f), f.endWith)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	o, err = NewOutput(conc, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DPI = 20
+	ws := make([]*RunWriter, len(runs))
+	for i, f := range runs {
+		ws[i] = o.BeginRun(f.name, f.startWith...)
+	}
+	var ended [3]chan struct{}
+	for i := range runs {
+		ended[i] = make(chan struct{})
+	}
+	for i, f := range runs {
+		go func() {
+			record(ws[i], f)
+			if i+1 < len(runs) {
+				<-ended[i+1] // end in reverse order
+			}
+			ws[i].End(summaryOf(f), f.endWith)
+			close(ended[i])
+		}()
+	}
+	<-ended[0]
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range outputFiles {
+		if a, b := readFile(t, filepath.Join(seq, name)), readFile(t, filepath.Join(conc, name)); a != b {
+			t.Errorf("%s differs between concurrent and sequential recording", name)
+		}
+	}
+	if got := listDir(t, conc); !slices.Equal(got, outputFiles) {
+		t.Errorf("files %v, want %v (no spool left behind)", got, outputFiles)
+	}
+}
+
 func TestOutputTempFilesCleanedUp(t *testing.T) {
 	t.Run("abort", func(t *testing.T) {
 		dir := t.TempDir()

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -22,6 +25,7 @@ type runFlags struct {
 	out      string
 	jsonOut  bool
 	progress string
+	workers  int
 }
 
 func newRunCmd() *cobra.Command {
@@ -32,7 +36,8 @@ func newRunCmd() *cobra.Command {
 		Long: `run replays a workload (a trace file or an embedded one) on a fleet of simulated vLLM
 replicas, routed by the llm-d EPP built from each --epp-config, and reports latency, throughput,
 true and oracle cache hit ratios and the prefix producers' prediction error per config. Every
-config sees the identical workload and seed.
+config sees the identical workload and seed. Several configs are simulated at once, one per core
+(--workers); the results and files are those of running them one after the other.
 
 --epp-config takes a file, "default" (the EPP's built-in default config) or a baseline:
 round-robin, random, least-queue, oracle (precise KV-event prefix scoring with zero event lag
@@ -48,6 +53,7 @@ plus the default load scorers).`,
 	fl.StringVar(&f.out, "out", "", "write summary.json, requests.csv, timeseries.csv, reports and plots to this directory")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary document as JSON instead of the table")
 	fl.StringVar(&f.progress, "progress", "auto", "progress on stderr: auto (when a terminal), always, never")
+	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "configs simulated at once (results do not depend on it)")
 	return cmd
 }
 
@@ -75,22 +81,29 @@ func runMain(stdout, stderr io.Writer, f *runFlags) error {
 		defer out.Abort() // removes temp files unless Close succeeded
 	}
 	showProgress := f.progress == "always" || (f.progress == "auto" && isTerminal(stderr))
-	var prog io.Writer
-	if showProgress {
-		prog = stderr
+	if f.workers < 1 {
+		return withExitCode(2, fmt.Errorf("--workers %d: must be at least 1", f.workers))
 	}
-	var runs []configRun
+	var board *progressBoard
+	if showProgress {
+		board = &progressBoard{w: stderr}
+	}
 	names := map[string]int{}
-	for _, c := range configs {
+	jobs := make([]runJob, len(configs))
+	for i, c := range configs {
 		name := scenario.ForSource(c).Name
 		if names[name]++; names[name] > 1 {
 			name = fmt.Sprintf("%s#%d", name, names[name])
 		}
-		s, err := runOne(name, c, spec, out, prog)
-		if err != nil {
-			return err
+		jobs[i] = runJob{name: name, src: c}
+		// A bad config is reported before anything is simulated.
+		if _, err := scenario.ForSource(c).Load(spec.Env.Seed); err != nil {
+			return withExitCode(2, err)
 		}
-		runs = append(runs, configRun{name, s})
+	}
+	runs, err := runConfigs(jobs, spec, out, board, f.workers)
+	if err != nil {
+		return err
 	}
 	if out != nil {
 		if err := out.Close(); err != nil {
@@ -112,18 +125,76 @@ func runMain(stdout, stderr io.Writer, f *runFlags) error {
 	return nil
 }
 
-func runOne(name, src string, spec *scenario.Spec, out *report.Output, progress io.Writer) (*report.Summary, error) {
-	e := scenario.ForSource(src)
-	e.Name = name
-	prog := newProgress(progress, name)
-	hooks := scenario.Hooks{OnRecord: prog.record}
+// runJob is one --epp-config to simulate.
+type runJob struct{ name, src string }
+
+// runConfigs simulates the configs, up to workers at once, and returns their
+// results in config order. Runs are independent (each has its own router,
+// workload reader and seeded streams), and out receives each run's rows
+// through its own recorder, begun in config order, so nothing depends on
+// how the runs interleave. The first error in config order is returned,
+// once every started run has finished; configs not yet started then are
+// skipped.
+func runConfigs(jobs []runJob, spec *scenario.Spec, out *report.Output, board *progressBoard, workers int) ([]configRun, error) {
+	recorders := make([]*report.RunWriter, len(jobs))
 	if out != nil {
-		out.StartRun(name, replicaNames(spec.Fleet)...)
+		for i, j := range jobs {
+			recorders[i] = out.BeginRun(j.name, replicaNames(spec.Fleet)...)
+		}
+	}
+	runs := make([]configRun, len(jobs))
+	errs := make([]error, len(jobs))
+	var (
+		mu     sync.Mutex
+		next   int
+		failed bool
+		wg     sync.WaitGroup
+	)
+	take := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failed || next == len(jobs) {
+			return 0, false
+		}
+		next++
+		return next - 1, true
+	}
+	for range min(workers, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, ok := take(); ok; i, ok = take() {
+				s, err := runOne(jobs[i], spec, recorders[i], board)
+				runs[i], errs[i] = configRun{jobs[i].name, s}, err
+				if err != nil {
+					mu.Lock()
+					failed = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return runs, nil
+}
+
+// runOne simulates one config, recording into rec (nil: no --out).
+func runOne(j runJob, spec *scenario.Spec, rec *report.RunWriter, board *progressBoard) (*report.Summary, error) {
+	e := scenario.ForSource(j.src)
+	e.Name = j.name
+	prog := board.add(j.name)
+	hooks := scenario.Hooks{OnRecord: prog.record}
+	if rec != nil {
 		hooks.OnRecord = func(r *sim.Record) {
 			prog.record(r)
-			out.AddRecord(r)
+			rec.AddRecord(r)
 		}
-		hooks.OnSample = out.AddSample
+		hooks.OnSample = rec.AddSample
 	}
 	s, err := scenario.Run(spec, e, hooks)
 	prog.done()
@@ -133,8 +204,8 @@ func runOne(name, src string, spec *scenario.Spec, out *report.Output, progress 
 		}
 		return nil, err
 	}
-	if out != nil {
-		out.EndRun(s, replicaNames(spec.Fleet))
+	if rec != nil {
+		rec.End(s, replicaNames(spec.Fleet))
 	}
 	return s, nil
 }
@@ -215,30 +286,60 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// progress prints simulated time and requests done, at most every 200 ms
-// of wall time; a nil writer prints nothing.
-type progress struct {
+// progressBoard prints, at most every 200 ms of wall time, the simulated
+// time and requests done of every run in progress on one line, and a final
+// line per run as it finishes. A nil board prints nothing.
+type progressBoard struct {
 	w    io.Writer
-	name string
-	n    int
+	mu   sync.Mutex
+	runs []*progress // in progress
 	last time.Time
 }
 
-func newProgress(w io.Writer, name string) *progress { return &progress{w: w, name: name} }
+// progress is one run's part of a board.
+type progress struct {
+	board *progressBoard
+	name  string
+	n     int
+	sim   time.Duration
+}
+
+func (b *progressBoard) add(name string) *progress {
+	p := &progress{board: b, name: name}
+	if b != nil {
+		b.mu.Lock()
+		b.runs = append(b.runs, p)
+		b.mu.Unlock()
+	}
+	return p
+}
 
 func (p *progress) record(r *sim.Record) {
-	if p.w == nil {
+	b := p.board
+	if b == nil {
 		return
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	p.n++
-	if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
-		p.last = now
-		fmt.Fprintf(p.w, "\r%s: simulated %s, %d requests done", p.name, time.Duration(r.Arrival).Truncate(time.Second), p.n)
+	p.sim = time.Duration(r.Arrival).Truncate(time.Second)
+	if now := time.Now(); now.Sub(b.last) >= 200*time.Millisecond {
+		b.last = now
+		parts := make([]string, len(b.runs))
+		for i, q := range b.runs {
+			parts[i] = fmt.Sprintf("%s: simulated %s, %d requests done", q.name, q.sim, q.n)
+		}
+		fmt.Fprintf(b.w, "\r%s", strings.Join(parts, " | "))
 	}
 }
 
 func (p *progress) done() {
-	if p.w != nil {
-		fmt.Fprintf(p.w, "\r%s: %d requests done%s\n", p.name, p.n, strings.Repeat(" ", 30))
+	b := p.board
+	if b == nil {
+		return
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.runs = slices.DeleteFunc(b.runs, func(q *progress) bool { return q == p })
+	fmt.Fprintf(b.w, "\r%s: %d requests done%s\n", p.name, p.n, strings.Repeat(" ", 30))
 }

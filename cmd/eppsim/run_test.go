@@ -46,6 +46,8 @@ func TestRunBadInput(t *testing.T) {
 		{"run", "--replicas", "0"},
 		{"run", "--trace", "/nonexistent/trace.jsonl"},
 		{"run", "--epp-config", "/nonexistent/config.yaml"},
+		{"run", "--epp-config", "default", "--epp-config", "/nonexistent/config.yaml"},
+		{"run", "--workers", "0"},
 	} {
 		if _, _, err := runCLI(t, args...); err == nil || exitCode(err) != 2 {
 			t.Errorf("%v: err %v (exit %d), want exit 2", args, err, exitCode(err))
@@ -54,14 +56,16 @@ func TestRunBadInput(t *testing.T) {
 }
 
 // TestRunOutDeterministic: --out writes every file, and the same command
-// twice gives byte-identical requests.csv and the same summary.json apart
-// from the wall-clock fields.
+// twice — the configs simulated one after the other, then all at once —
+// gives byte-identical requests.csv and timeseries.csv and the same
+// summary.json apart from the wall-clock fields.
 func TestRunOutDeterministic(t *testing.T) {
 	var dirs [2]string
-	for i := range dirs {
+	for i, workers := range []string{"1", "3"} {
 		dirs[i] = t.TempDir()
 		if _, _, err := runCLI(t, "run", "--max-requests", "60", "--replicas", "2", "--epp-config", "default",
-			"--epp-config", "round-robin", "--timeseries-interval", "5s", "--out", dirs[i]); err != nil {
+			"--epp-config", "round-robin", "--epp-config", "oracle", "--timeseries-interval", "5s",
+			"--workers", workers, "--out", dirs[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,8 +86,8 @@ func TestRunOutDeterministic(t *testing.T) {
 		}
 	}
 	csv, _ := os.ReadFile(filepath.Join(dirs[0], "requests.csv"))
-	if lines := strings.Count(string(csv), "\n"); lines != 1+2*60 {
-		t.Fatalf("requests.csv has %d lines, want header + 120", lines)
+	if lines := strings.Count(string(csv), "\n"); lines != 1+3*60 {
+		t.Fatalf("requests.csv has %d lines, want header + 180", lines)
 	}
 	if !strings.HasPrefix(string(csv), "config,id,session,turn,arrival_s,replica,prompt_tokens,output_tokens,cached_tokens,oracle_cached_tokens,predicted_fraction,") {
 		t.Fatalf("header %q", strings.SplitN(string(csv), "\n", 2)[0])
