@@ -39,8 +39,8 @@ type Indexer struct {
 	// removes do not evict a block another store still references
 	// (upstream eventDedupFilter): refs[pod][tier] maps hash -> count. A
 	// blockmap.Map per (pod, tier): every KV event looks up each of its
-	// blocks, and the counts churn with the engines' caches (Go's maps slow
-	// down under such insert/delete churn).
+	// blocks, and a pointer-free table with a touch operation lets a batch
+	// of events overlap those lookups' cache misses (touchRemovals).
 	refs [][]blockmap.Map
 
 	spec []specItem // speculative entries, in expiry order
