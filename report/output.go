@@ -211,7 +211,9 @@ func (o *Output) BeginRun(name string, replicaNames ...string) *RunWriter {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
+		// A detached recorder: the Output has failed, so it records nothing.
 		o.failLocked(errors.New("report: BeginRun after Close"))
+		return &RunWriter{o: o, r: &runData{name: name}}
 	}
 	unique := name
 	for k := 2; o.names[unique]; k++ {

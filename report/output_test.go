@@ -557,3 +557,24 @@ func BenchmarkAddRecord(b *testing.B) {
 		})
 	}
 }
+
+// TestOutputBeginRunAfterClose: a run begun after Close records nothing and
+// leaves no file behind.
+func TestOutputBeginRunAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	o := writeFixtures(t, dir, 20)
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := listDir(t, dir)
+	w := o.BeginRun("late") // no replica names: its rows would be spooled
+	w.AddRecord(&fixtures[0].records[0])
+	w.AddSample(&fixtures[0].samples[0])
+	w.End(summaryOf(fixtures[0]), nil)
+	if got := listDir(t, dir); !slices.Equal(got, before) {
+		t.Fatalf("files %v after a late run, want %v", got, before)
+	}
+	if o.err == nil {
+		t.Fatal("no error recorded for BeginRun after Close")
+	}
+}
