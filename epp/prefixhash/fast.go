@@ -256,6 +256,18 @@ func (s *fscan) appendString(dst []byte) ([]byte, bool) {
 	}
 }
 
+// stringOrNull decodes the string or null at s.i (nil for null), as
+// encoding/json decodes into a string field.
+func (s *fscan) stringOrNull() ([]byte, bool) {
+	switch s.peek() {
+	case '"':
+		return s.appendString(nil)
+	case 'n':
+		return nil, s.literal("null")
+	}
+	return nil, false
+}
+
 func (s *fscan) skipNumber() bool {
 	b, i := s.b, s.i
 	if i < len(b) && b[i] == '-' {
@@ -520,15 +532,9 @@ func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) 
 				return false
 			}
 		case 2: // cache_salt
-			switch s.peek() {
-			case '"':
-				var ok bool
-				salt, ok = s.appendString(nil)
-				return ok
-			case 'n':
-				return s.literal("null")
-			}
-			return false
+			var ok bool
+			salt, ok = s.stringOrNull()
+			return ok
 		case 3: // tools: only absent, null or empty is fast
 			switch s.peek() {
 			case 'n':
@@ -748,15 +754,8 @@ func fastCacheSalt(body []byte) (string, bool) {
 			return false
 		}
 		seen = true
-		switch s.peek() {
-		case '"':
-			var ok bool
-			salt, ok = s.appendString(nil)
-			return ok
-		case 'n':
-			return s.literal("null")
-		}
-		return false
+		salt, ok = s.stringOrNull()
+		return ok
 	})
 	if !ok {
 		return "", false
