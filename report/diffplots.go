@@ -633,10 +633,7 @@ func diffHitFigure(res *DiffResult, bd, cd *sideData) figure {
 		l.Add("  replicas' ratios per sample")
 		n += 2
 	}
-	p.Y.Min, p.Y.Max = 0, math.Min(1, math.Ceil(ymax*10+0.5)/10)
-	p.Y.Tick.Marker = plainTicks{}
-	p.X.Min = 0
-	p.X.Tick.Marker = plainTicks{}
+	ratioAxes(p, ymax)
 	f.draw = func(c draw.Canvas) { withLegend(c, l, n, p.Draw) }
 	return f
 }

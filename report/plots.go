@@ -443,7 +443,7 @@ func (o *Output) hitRatioFigure() figure {
 			l.Add(trueLabel, th...)
 			n++
 		}
-		oracleStyle := draw.LineStyle{Color: palette[i%len(palette)], Width: vg.Points(1.2), Dashes: []vg.Length{vg.Points(5), vg.Points(3)}}
+		oracleStyle := draw.LineStyle{Color: palette[i%len(palette)], Width: vg.Points(1.2), Dashes: dashedStyle}
 		if th := addLine(p, oraclePts, oracleStyle); th != nil {
 			l.Add(r.name+" oracle", th...)
 			n++
@@ -459,11 +459,7 @@ func (o *Output) hitRatioFigure() figure {
 	l.Add("oracle: best replica at")
 	l.Add("  routing, by arrival")
 	n += 4
-	// The y axis ends at the next tenth above the data (at most 1).
-	p.Y.Min, p.Y.Max = 0, math.Min(1, math.Ceil(ymax*10+0.5)/10)
-	p.Y.Tick.Marker = plainTicks{}
-	p.X.Min = 0
-	p.X.Tick.Marker = plainTicks{}
+	ratioAxes(p, ymax)
 	f.draw = func(c draw.Canvas) { withLegend(c, l, n, p.Draw) }
 	return f
 }
@@ -635,4 +631,13 @@ func SavePlot(dir, name string, w, h vg.Length, dpi int, fn func(draw.Canvas)) e
 		}
 	}
 	return nil
+}
+
+// ratioAxes sets the axes of a hit ratio over time: time from 0, the ratio
+// from 0 to the next tenth above ymax (at most 1), plain tick labels.
+func ratioAxes(p *plot.Plot, ymax float64) {
+	p.Y.Min, p.Y.Max = 0, math.Min(1, math.Ceil(ymax*10+0.5)/10)
+	p.Y.Tick.Marker = plainTicks{}
+	p.X.Min = 0
+	p.X.Tick.Marker = plainTicks{}
 }
