@@ -72,21 +72,16 @@ func runMain(stdout, stderr io.Writer, f *runFlags) error {
 	if len(configs) == 0 {
 		configs = []string{"default"}
 	}
-	var out *report.Output
-	if f.out != "" {
-		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: "eppsim run"})
-		if err != nil {
-			return withExitCode(2, err)
-		}
-		defer out.Abort() // removes temp files unless Close succeeded
-	}
-	showProgress := f.progress == "always" || (f.progress == "auto" && isTerminal(stderr))
 	if f.workers < 1 {
 		return withExitCode(2, fmt.Errorf("--workers %d: must be at least 1", f.workers))
 	}
+	progress, err := progressWriter(f.progress, stderr)
+	if err != nil {
+		return withExitCode(2, err)
+	}
 	var board *progressBoard
-	if showProgress {
-		board = &progressBoard{w: stderr}
+	if progress != nil {
+		board = &progressBoard{w: progress}
 	}
 	names := map[string]int{}
 	jobs := make([]runJob, len(configs))
@@ -100,6 +95,14 @@ func runMain(stdout, stderr io.Writer, f *runFlags) error {
 		if _, err := scenario.ForSource(c).Load(spec.Env.Seed); err != nil {
 			return withExitCode(2, err)
 		}
+	}
+	var out *report.Output
+	if f.out != "" {
+		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: "eppsim run"})
+		if err != nil {
+			return withExitCode(2, err)
+		}
+		defer out.Abort() // removes temp files unless Close succeeded
 	}
 	runs, err := runConfigs(jobs, spec, out, board, f.workers)
 	if err != nil {

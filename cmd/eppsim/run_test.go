@@ -48,6 +48,7 @@ func TestRunBadInput(t *testing.T) {
 		{"run", "--epp-config", "/nonexistent/config.yaml"},
 		{"run", "--epp-config", "default", "--epp-config", "/nonexistent/config.yaml"},
 		{"run", "--workers", "0"},
+		{"run", "--progress", "sometimes"},
 	} {
 		if _, _, err := runCLI(t, args...); err == nil || exitCode(err) != 2 {
 			t.Errorf("%v: err %v (exit %d), want exit 2", args, err, exitCode(err))
