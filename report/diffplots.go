@@ -524,7 +524,7 @@ func diffMetricsFigure(res *DiffResult) figure {
 		if ymin < 0 {
 			p.Y.Min = ymin - pad
 		}
-		p.Y.Tick.Marker = plainTicks{}
+		p.Y.Tick.Marker = PlainTicks{}
 		plots[k/cols][k%cols] = p
 	}
 	f.w = inches(3.4*float64(cols) + 2.3)

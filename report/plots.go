@@ -471,12 +471,12 @@ const (
 	maxLoadPoints  = 300
 )
 
-// plainTicks is plot.DefaultTicks with labels in the shortest form
-// ("2.5", not "2.50").
-type plainTicks struct{}
+// PlainTicks is plot.DefaultTicks with labels in the shortest form
+// ("2.5", not "2.50"); sweeps' plots use it too.
+type PlainTicks struct{}
 
 // Ticks implements plot.Ticker.
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+func (PlainTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ts {
 		if ts[i].Label != "" {
@@ -587,10 +587,10 @@ func (o *Output) loadFigure() figure {
 	top.Y.Min = 0
 	// KV usage on its own scale: a lightly loaded fleet uses a few percent.
 	bot.Y.Min, bot.Y.Max = 0, math.Min(100, math.Max(kvMax*1.1, 1))
-	top.Y.Tick.Marker = plainTicks{}
-	bot.Y.Tick.Marker = plainTicks{}
-	top.X.Tick.Marker = plainTicks{}
-	bot.X.Tick.Marker = plainTicks{}
+	top.Y.Tick.Marker = PlainTicks{}
+	bot.Y.Tick.Marker = PlainTicks{}
+	top.X.Tick.Marker = PlainTicks{}
+	bot.X.Tick.Marker = PlainTicks{}
 	top.X.Min, bot.X.Min = 0, 0
 	// Share the x range so the panels line up.
 	xmax := math.Max(top.X.Max, bot.X.Max)
@@ -637,7 +637,7 @@ func SavePlot(dir, name string, w, h vg.Length, dpi int, fn func(draw.Canvas)) e
 // from 0 to the next tenth above ymax (at most 1), plain tick labels.
 func ratioAxes(p *plot.Plot, ymax float64) {
 	p.Y.Min, p.Y.Max = 0, math.Min(1, math.Ceil(ymax*10+0.5)/10)
-	p.Y.Tick.Marker = plainTicks{}
+	p.Y.Tick.Marker = PlainTicks{}
 	p.X.Min = 0
-	p.X.Tick.Marker = plainTicks{}
+	p.X.Tick.Marker = PlainTicks{}
 }

@@ -85,27 +85,12 @@ func newPlot(title, xlabel, ylabel string) *plot.Plot {
 	p.Title.TextStyle.Font.Size = vg.Points(12)
 	p.Title.Padding = vg.Points(6)
 	p.X.Label.Text, p.Y.Label.Text = xlabel, ylabel
-	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = report.PlainTicks{}, report.PlainTicks{}
 	g := plotter.NewGrid()
 	g.Vertical.Color = color.Gray{Y: 225}
 	g.Horizontal.Color = color.Gray{Y: 225}
 	p.Add(g)
 	return p
-}
-
-// plainTicks is plot.DefaultTicks with labels in their shortest form
-// ("25", not "25.00").
-type plainTicks struct{}
-
-// Ticks implements plot.Ticker.
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 6, 64)
-		}
-	}
-	return ts
 }
 
 // categoryTicks labels integer positions with names.
