@@ -7,6 +7,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -789,7 +790,7 @@ func groups(rs *RunSet) []*runGroup {
 			g.name = g.runs[0].Name
 		}
 		slices.SortFunc(g.runs, func(a, b *Run) int {
-			if c := cmpU64(a.seed(), b.seed()); c != 0 {
+			if c := cmp.Compare(a.seed(), b.seed()); c != 0 {
 				return c
 			}
 			return strings.Compare(a.Name, b.Name)
@@ -806,16 +807,6 @@ func groups(rs *RunSet) []*runGroup {
 	}
 	slices.SortFunc(out, func(a, b *runGroup) int { return strings.Compare(a.name, b.name) })
 	return out
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (g *runGroup) names() []string {
