@@ -1206,10 +1206,17 @@ func (e *trimmedError) Unwrap() error { return e.err }
 // suggest returns the registered type closest to typ by edit distance, if
 // it is close enough to be a likely typo.
 func suggest(typ string, types []string) string {
-	best, bestD := "", min(3, len(typ)/4)+1
-	for _, t := range types {
-		if d := editDistance(typ, t); d < bestD {
-			best, bestD = t, d
+	return ClosestName(typ, types, min(3, len(typ)/4))
+}
+
+// ClosestName returns the first of names closest to s by edit distance
+// (Levenshtein), if within maxDist edits, or "": the "did you mean" of
+// error messages that name plugins (here) or sweep parameters.
+func ClosestName(s string, names []string, maxDist int) string {
+	best, bestD := "", maxDist+1
+	for _, n := range names {
+		if d := editDistance(s, n); d < bestD {
+			best, bestD = n, d
 		}
 	}
 	return best
