@@ -47,10 +47,7 @@ func newOpenAIReader(r io.Reader, name string, o *Options) (*openaiReader, error
 	if err != nil {
 		return nil, err
 	}
-	rate := o.Rate
-	if rate == 0 {
-		rate = defaultSessionRate
-	}
+	rate := o.sessionRate()
 	return &openaiReader{
 		name: name, lr: newLineReader(r), opt: o, enc: enc,
 		closed:   o.Mode.closed(ModeOpenLoop),

@@ -155,6 +155,15 @@ const (
 	defaultSessionRate    = 1.0 // sessions/s for untimestamped conversation traces
 )
 
+// sessionRate is the rate at which traces without timestamps start
+// sessions (sessions/s): Rate, or defaultSessionRate when unset.
+func (o *Options) sessionRate() float64 {
+	if o.Rate == 0 {
+		return defaultSessionRate
+	}
+	return o.Rate
+}
+
 func (o *Options) withDefaults() (Options, error) {
 	c := *o
 	if c.Format == "" {

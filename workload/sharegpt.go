@@ -69,10 +69,7 @@ func newShareGPTReader(r io.Reader, name string, o *Options) (*sharegptReader, e
 	if err != nil {
 		return nil, err
 	}
-	rate := o.Rate
-	if rate == 0 {
-		rate = defaultSessionRate
-	}
+	rate := o.sessionRate()
 	lc := &lineCounter{r: r}
 	br := bufio.NewReader(lc)
 	s := &sharegptReader{
