@@ -28,7 +28,7 @@ func testSummary(seed uint64, ttftP99 float64) *Summary {
 		Workload:    WorkloadConfig{Trace: "builtin:chat", Format: "auto", Mode: "closed", MaxRequests: 100, Injected: 100},
 		Environment: map[string]any{"kv_event_lag": "5ms"},
 		Fleet:       []ReplicaInfo{{Name: "r0", Preset: "p"}, {Name: "r1", Preset: "p"}},
-		EPP:         map[string]any{"schedulingProfiles": []any{"default"}},
+		EPP:         &EPPInfo{ProfileHandler: "single-profile-handler", Profiles: []EPPProfile{{Name: "default"}}},
 	}
 	return s
 }
@@ -440,7 +440,7 @@ func TestDiffNoiseRule(t *testing.T) {
 
 func TestGroupsByReplicateSuffixAndConfig(t *testing.T) {
 	other := testSummary(1, 100)
-	other.Config.EPP = map[string]any{"different": true}
+	other.Config.EPP = &EPPInfo{EffectiveConfig: "different: true\n"}
 	rs := &RunSet{}
 	for name, s := range map[string]*Summary{
 		"default": testSummary(1, 1), "default#2": testSummary(2, 1), "x seed=3": testSummary(3, 1), "x seed=4": testSummary(4, 1),
@@ -523,7 +523,7 @@ func TestDiffStrictMode(t *testing.T) {
 	}
 	cur.Cache.Evictions = 3
 	cur.Latency.Queue.P50 = 1e-6
-	cur.Config.EPP = map[string]any{"schedulingProfiles": []any{"other"}}
+	cur.Config.EPP = &EPPInfo{ProfileHandler: "single-profile-handler", Profiles: []EPPProfile{{Name: "other"}}}
 	cur.Prediction = nil
 	res, err = diffDirs(t, a, writeDoc(t, map[string]*Summary{"default": cur}), DiffOptions{Tolerance: 1e-9})
 	if err != nil {
@@ -533,7 +533,7 @@ func TestDiffStrictMode(t *testing.T) {
 	for _, c := range res.Pairs[0].Changes {
 		fields = append(fields, c.Field+": "+c.Baseline+" → "+c.Current)
 	}
-	want := []string{"cache.evictions: 0 → 3", `config.epp.schedulingProfiles[0]: "default" → "other"`, "latency_ms.queue.p50: 0 → 1e-06",
+	want := []string{"cache.evictions: 0 → 3", `config.epp.profiles[0].name: "default" → "other"`, "latency_ms.queue.p50: 0 → 1e-06",
 		`prediction: {"approx-prefix-cache-producer":{"bias":0,"calibration":null,"mae":0.1,"mean_predicted_fraction":0,` +
 			`"mean_true_fraction":0,"missed_rate":0,"overpredicted_rate":0,"phantom_rate":0,"requests":100,"underpredicted_rate":0}} → (absent)`}
 	if !slices.Equal(fields, want) {

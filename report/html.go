@@ -53,7 +53,7 @@ func (o *Output) html(plots []renderedPlot) []byte {
 		"Hit ratios are token-weighted over the fleet; regret is Σ(oracle − true) cached tokens. " +
 		"Prediction rows compare the approximate prefix producer's predicted match with the true reuse on the chosen replica.</p>\n")
 	if notes := o.allNotes(); len(notes) > 0 {
-		b.WriteString("<h2>Not simulated</h2>\n<ul>\n")
+		b.WriteString("<h2>Notes</h2>\n<ul>\n")
 		for _, n := range notes {
 			b.WriteString("<li>" + esc(n) + "</li>\n")
 		}

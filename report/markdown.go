@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,7 +141,7 @@ func (o *Output) markdown() []byte {
 		"Hit ratios are token-weighted over the fleet; regret is Σ(oracle − true) cached tokens. " +
 		"Prediction rows compare the approximate prefix producer's predicted match with the true reuse on the chosen replica.\n")
 	if notes := o.allNotes(); len(notes) > 0 {
-		b.WriteString("\n## Not simulated\n\n")
+		b.WriteString("\n## Notes\n\n")
 		for _, n := range notes {
 			b.WriteString("- " + mdEscape(n) + "\n")
 		}
@@ -175,11 +176,27 @@ func (o *Output) allNotes() []string {
 func (r *runData) allNotes() []string {
 	notes := append([]string(nil), r.notes...)
 	if r.sum != nil && r.sum.Config != nil {
+		if n := SkipNote(&r.sum.Config.Workload); n != "" && !slices.Contains(notes, n) {
+			notes = append(notes, n)
+		}
 		for _, n := range r.sum.Config.NotSimulated {
-			if !slices.Contains(notes, n) {
+			if n = "not simulated: " + n; !slices.Contains(notes, n) {
 				notes = append(notes, n)
 			}
 		}
 	}
 	return notes
+}
+
+// SkipNote says how many invalid trace records a run skipped and which
+// (the first few errors), or "" when it skipped none.
+func SkipNote(w *WorkloadConfig) string {
+	if w.SkippedInvalid == 0 {
+		return ""
+	}
+	n := fmt.Sprintf("%d invalid trace records skipped (--skip-invalid)", w.SkippedInvalid)
+	if len(w.SkippedExamples) > 0 {
+		n += ", the first: " + strings.Join(w.SkippedExamples, "; ")
+	}
+	return n
 }

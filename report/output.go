@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -92,6 +93,7 @@ type Output struct {
 	err     error
 	failed  atomic.Bool // err != nil
 	closed  bool
+	created bool // NewOutput created dir
 }
 
 // runData is what Output keeps of one config run.
@@ -162,12 +164,14 @@ func (p *predSample) add(pred, truth float64) {
 }
 
 // NewOutput prepares dir (created if needed) for the run set described by
-// meta. Nothing is written under the final file names until Close.
+// meta. Nothing is written under the final file names until Close; Abort
+// removes the directory again if NewOutput created it.
 func NewOutput(dir string, meta Meta) (*Output, error) {
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: creating output directory: %w", err)
 	}
-	o := &Output{dir: dir, meta: meta, DPI: 150, names: map[string]bool{}}
+	o := &Output{dir: dir, meta: meta, DPI: 150, names: map[string]bool{}, created: errors.Is(statErr, fs.ErrNotExist)}
 	var err error
 	if o.req, err = newTempCSV(dir, RequestsFile, RequestsHeader); err != nil {
 		return nil, err
@@ -407,14 +411,20 @@ func (w *RunWriter) End(s *Summary, replicaNames []string) {
 	}
 }
 
-// Abort removes every temporary file without writing the outputs. It is a
-// no-op after Close, so callers may defer it.
+// Abort removes every temporary file without writing the outputs, and the
+// directory itself if NewOutput created it and it is empty. It is a no-op
+// after Close, so callers may defer it.
 func (o *Output) Abort() {
 	if o.closed {
 		return
 	}
 	o.closed = true
 	o.cleanup()
+	if o.created {
+		// Only if still empty: a failed run leaves no new directory, and
+		// nothing that someone else put there is touched.
+		os.Remove(o.dir)
+	}
 }
 
 func (o *Output) cleanup() {
@@ -444,6 +454,9 @@ func (o *Output) Close() (err error) {
 			o.cleanup()
 			for _, p := range pending {
 				os.Remove(p.tmp)
+			}
+			if o.created {
+				os.Remove(o.dir)
 			}
 		}
 	}()

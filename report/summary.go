@@ -141,8 +141,44 @@ type RunConfig struct {
 	Environment map[string]any `json:"environment"`
 	Fleet       []ReplicaInfo  `json:"fleet"`
 	// EPP is the effective EndpointPickerConfig after defaults.
-	EPP          any      `json:"epp"`
+	EPP          *EPPInfo `json:"epp"`
 	NotSimulated []string `json:"not_simulated,omitempty"`
+}
+
+// EPPInfo is a run's EPP configuration: the effective
+// EndpointPickerConfig after upstream's defaults, and how eppsim assembled
+// it. The config itself is kept as YAML text in upstream's schema, so that
+// it loads again as it is (eppsim run --epp-config) and its camelCase keys
+// stay out of the summary's snake_case document.
+type EPPInfo struct {
+	// File is the config file; BuiltinDefault is true for the EPP's
+	// built-in default configuration (no file).
+	File           string `json:"file,omitempty"`
+	BuiltinDefault bool   `json:"builtin_default,omitempty"`
+	// EffectiveConfig is the EndpointPickerConfig after defaults, as YAML.
+	EffectiveConfig string `json:"effective_config"`
+	ProfileHandler  string `json:"profile_handler"`
+	// Profiles lists each scheduling profile's filters, weighted scorers
+	// and picker in the order the scheduler runs them.
+	Profiles []EPPProfile `json:"profiles"`
+	// Producers are the data producers in execution order.
+	Producers []string `json:"producers"`
+	// FeatureGates lists the gates that are on.
+	FeatureGates []string `json:"feature_gates_on,omitempty"`
+}
+
+// EPPProfile is one scheduling profile of an EPPInfo.
+type EPPProfile struct {
+	Name    string      `json:"name"`
+	Filters []string    `json:"filters,omitempty"`
+	Scorers []EPPScorer `json:"scorers,omitempty"`
+	Picker  string      `json:"picker"`
+}
+
+// EPPScorer is a scorer of a profile with its effective weight.
+type EPPScorer struct {
+	Name   string  `json:"name"`
+	Weight float64 `json:"weight"`
 }
 
 // WorkloadConfig identifies the traffic; two summaries are comparable only
@@ -155,6 +191,11 @@ type WorkloadConfig struct {
 	Duration    string `json:"duration,omitempty"`
 	Warmup      string `json:"warmup,omitempty"`
 	Injected    int    `json:"injected"`
+	// SkippedInvalid counts the trace records --skip-invalid skipped;
+	// SkippedExamples are the first few of their errors (file:line: field:
+	// what is wrong).
+	SkippedInvalid  int      `json:"skipped_invalid,omitempty"`
+	SkippedExamples []string `json:"skipped_examples,omitempty"`
 }
 
 // ReplicaInfo is one replica of the fleet.

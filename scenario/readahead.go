@@ -17,9 +17,11 @@ const readaheadDepth = 32
 // reports the records skipped up to the last request consumed — what a
 // direct reader would report — however far the goroutine got ahead.
 type readahead struct {
+	src     *workload.Stream
 	items   chan readItem
 	stop    chan struct{}
 	done    chan struct{}
+	stopped bool
 	skipped int
 	err     error // the terminal error (io.EOF included), once consumed
 }
@@ -32,6 +34,7 @@ type readItem struct {
 
 func startReadahead(src *workload.Stream) *readahead {
 	ra := &readahead{
+		src:   src,
 		items: make(chan readItem, readaheadDepth),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -70,9 +73,22 @@ func (ra *readahead) Next() (*workload.Request, error) {
 // request returned.
 func (ra *readahead) Skipped() int { return ra.skipped }
 
+// SkippedErrors returns the errors of the first skipped records, up to
+// Skipped of them. It stops the reader first (the stream is not safe to
+// read from two goroutines), so it is called once the simulation ends.
+func (ra *readahead) SkippedErrors() []error {
+	ra.Stop()
+	errs := ra.src.SkippedErrors()
+	return errs[:min(len(errs), ra.skipped)]
+}
+
 // Stop ends the reading goroutine and waits for it, after which the stream
-// may be closed.
+// may be closed. Calling it again does nothing.
 func (ra *readahead) Stop() {
+	if ra.stopped {
+		return
+	}
+	ra.stopped = true
 	close(ra.stop)
 	<-ra.done
 }

@@ -83,16 +83,22 @@ func TestReadaheadSkipCountStopsAtLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "1 invalid trace lines skipped (--skip-invalid)"
-	if !slices.Contains(s.Config.NotSimulated, want) || s.Config.Workload.Injected != 3 {
-		t.Fatalf("not simulated %q, injected %d; want %q and 3", s.Config.NotSimulated, s.Config.Workload.Injected, want)
+	w := s.Config.Workload
+	line3 := spec.Trace + ":3: "
+	if w.SkippedInvalid != 1 || len(w.SkippedExamples) != 1 || !strings.HasPrefix(w.SkippedExamples[0], line3) || w.Injected != 3 {
+		t.Fatalf("skipped %d %q, injected %d; want 1 naming %q, and 3", w.SkippedInvalid, w.SkippedExamples, w.Injected, line3)
 	}
 	spec.Env.MaxRequests = 0
 	s, err = Run(spec, ForSource("round-robin"), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "2 invalid trace lines skipped (--skip-invalid)"; !slices.Contains(s.Config.NotSimulated, want) {
-		t.Fatalf("whole trace: not simulated %q, want %q", s.Config.NotSimulated, want)
+	w = s.Config.Workload
+	if w.SkippedInvalid != 2 || len(w.SkippedExamples) != 2 || !strings.HasPrefix(w.SkippedExamples[0], line3) ||
+		!strings.HasPrefix(w.SkippedExamples[1], spec.Trace+":7: ") {
+		t.Fatalf("whole trace: skipped %d %q, want 2 naming lines 3 and 7", w.SkippedInvalid, w.SkippedExamples)
+	}
+	if n := s.Config.NotSimulated; len(n) != 0 {
+		t.Fatalf("round-robin has not-simulated notes %q", n)
 	}
 }

@@ -7,9 +7,10 @@
 package scenario
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,6 +114,12 @@ func IsInputError(err error) bool {
 
 // Run simulates spec behind the EPP and summarises it.
 func Run(spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
+	return RunContext(context.Background(), spec, e, hooks)
+}
+
+// RunContext is Run, abandoned when ctx is cancelled (the error then wraps
+// ctx's cause, and hooks see no further records).
+func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
 	l, err := e.Load(spec.Env.Seed)
 	if err != nil {
 		return nil, &InputError{err}
@@ -145,10 +152,11 @@ func Run(spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
 		opts.SampleInterval = 0
 	}
 	start := time.Now()
-	res, err := sim.Run(ra, router, spec.Fleet, opts)
+	res, err := sim.RunContext(ctx, ra, router, spec.Fleet, opts)
 	wall := time.Since(start).Seconds()
 	if err != nil {
-		if workload.IsInputError(err) {
+		var fe *sim.FleetError
+		if workload.IsInputError(err) || errors.As(err, &fe) {
 			return nil, &InputError{err}
 		}
 		return nil, err
@@ -160,7 +168,10 @@ func Run(spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
 	}
 	s.Config = runConfig(spec, l, opts, res)
 	if n := ra.Skipped(); n > 0 {
-		s.Config.NotSimulated = append(s.Config.NotSimulated, fmt.Sprintf("%d invalid trace lines skipped (--skip-invalid)", n))
+		s.Config.Workload.SkippedInvalid = n
+		for _, err := range ra.SkippedErrors()[:min(n, maxSkipExamples)] {
+			s.Config.Workload.SkippedExamples = append(s.Config.Workload.SkippedExamples, err.Error())
+		}
 	}
 	return s, nil
 }
@@ -177,7 +188,7 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 			"epp_latency":              time.Duration(opts.EPPLatency).String(),
 			"network_latency":          time.Duration(opts.NetworkLatency).String(),
 		},
-		EPP: l.Loaded,
+		EPP: eppInfo(l.Loaded),
 	}
 	if opts.Duration > 0 {
 		rc.Workload.Duration = time.Duration(opts.Duration).String()
@@ -190,7 +201,35 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 			Preset: r.Preset.Name, StepModel: r.Preset.StepModel, Engine: r.Preset.Engine})
 	}
 	for _, ns := range l.NotSimulated {
-		rc.NotSimulated = append(rc.NotSimulated, fmt.Sprintf("%s (%s): %s", ns.Name, ns.Type, ns.Reason))
+		rc.NotSimulated = append(rc.NotSimulated, ns.String())
 	}
 	return rc
+}
+
+// maxSkipExamples is how many skipped trace lines a summary names.
+const maxSkipExamples = 3
+
+// eppInfo summarises a loaded configuration for a summary (report.EPPInfo).
+func eppInfo(l *config.Loaded) *report.EPPInfo {
+	info := &report.EPPInfo{File: l.File, BuiltinDefault: l.BuiltinDefault, ProfileHandler: l.ProfileHandler,
+		Producers: l.Producers}
+	if y, err := l.YAML(); err == nil {
+		info.EffectiveConfig = string(y)
+	} else {
+		info.EffectiveConfig = "# cannot render the effective config: " + err.Error() + "\n"
+	}
+	for _, p := range l.Profiles {
+		ep := report.EPPProfile{Name: p.Name, Filters: p.Filters, Picker: p.Picker}
+		for _, sc := range p.Scorers {
+			ep.Scorers = append(ep.Scorers, report.EPPScorer{Name: sc.Name, Weight: sc.Weight})
+		}
+		info.Profiles = append(info.Profiles, ep)
+	}
+	for g, on := range l.FeatureGates {
+		if on {
+			info.FeatureGates = append(info.FeatureGates, g)
+		}
+	}
+	slices.Sort(info.FeatureGates)
+	return info
 }

@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/replica"
@@ -182,7 +184,7 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys})
 	}
 	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})
-	r.loop.At(now+r.opts.KVEventLag, r, arg(evKV, slot))
+	r.at(now+r.opts.KVEventLag, evKV, slot)
 }
 
 type runner struct {
@@ -205,25 +207,56 @@ type runner struct {
 	freeKV        []int
 	spareKV       [][]epp.KVEvent // delivered batches' slices, for reuse
 	next          *workload.Request
-	srcDone       bool
-	injected      int
-	parked        map[int64]*workload.Request // closed-loop turns waiting for Prev
-	doneAt        map[int64]int64             // completion time of requests a later turn may follow
-	res           Result
-	err           error
+	srcDone       bool // the source is exhausted, failed, or past a limit
+	// work counts the scheduled events that can change the simulation
+	// (arrivals, deliveries, step ends, releases, KV deliveries): the
+	// periodic scrape and sample timers re-arm only while it is positive,
+	// so a run whose source ended or failed with nothing in flight ends
+	// whatever the timers' state (see active).
+	work int
+	// done is the run's cancellation channel (nil: never cancelled),
+	// polled every cancelPoll events.
+	done     <-chan struct{}
+	ctx      context.Context
+	injected int
+	parked   map[int64]*workload.Request // closed-loop turns waiting for Prev
+	doneAt   map[int64]int64             // completion time of requests a later turn may follow
+	res      Result
+	err      error
 }
+
+// cancelPoll is how many events a run fires between two looks at its
+// context: a few hundred microseconds of work, so an interrupt stops a run
+// at once without a channel operation per event.
+const cancelPoll = 1024
+
+// FleetError is a fleet that cannot be built: a replica's engine
+// configuration or step-time model is invalid, or names clash. It is the
+// user's input that is wrong, not the simulation.
+type FleetError struct{ Err error }
+
+func (e *FleetError) Error() string { return e.Err.Error() }
+func (e *FleetError) Unwrap() error { return e.Err }
 
 // Run simulates the workload on the fleet behind router. The router must be
 // freshly assembled; Run registers the fleet's endpoints with it.
 func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Options) (*Result, error) {
+	return RunContext(context.Background(), src, router, fleet, opts)
+}
+
+// RunContext is Run, stopped early when ctx is cancelled: it then returns
+// an error wrapping ctx.Err() and no result. The source's error ends a run
+// the same way; either way the loop stops within cancelPoll events.
+func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Options) (*Result, error) {
 	if len(fleet) == 0 {
-		return nil, errors.New("sim: empty fleet")
+		return nil, &FleetError{errors.New("sim: empty fleet")}
 	}
 	if opts.ScrapeInterval <= 0 {
 		opts.ScrapeInterval = 50_000_000
 	}
 	r := &runner{opts: opts, router: router, src: src, byName: map[string]int{},
-		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{}}
+		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{},
+		ctx: ctx, done: ctx.Done()}
 	kvEvents := len(router.KVConsumers) > 0
 	for i, spec := range fleet {
 		cfg := spec.Preset.Engine
@@ -231,14 +264,14 @@ func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Opti
 		cfg.KVEvents = kvEvents
 		model, err := spec.Preset.Model()
 		if err != nil {
-			return nil, fmt.Errorf("sim: replica %s: %w", spec.Name, err)
+			return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
 		}
 		eng, err := replica.NewEngine(cfg, model)
 		if err != nil {
-			return nil, fmt.Errorf("sim: replica %s: %w", spec.Name, err)
+			return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
 		}
 		if i > 0 && cfg.BlockSize != r.fleet[0].eng.Config().BlockSize {
-			return nil, fmt.Errorf("sim: replica %s: block size %d differs from the fleet's %d", spec.Name, cfg.BlockSize, r.fleet[0].eng.Config().BlockSize)
+			return nil, &FleetError{fmt.Errorf("replica %s: block size %d differs from the fleet's %d", spec.Name, cfg.BlockSize, r.fleet[0].eng.Config().BlockSize)}
 		}
 		fr := &fleetReplica{spec: spec, eng: eng, run: r, idx: i,
 			ingest: int64(spec.Preset.IngestUs * 1e3), perTok: int64(spec.Preset.PerOutputTokenUs * 1e3)}
@@ -246,7 +279,7 @@ func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Opti
 			eng.Subscribe(fr)
 		}
 		if _, dup := r.byName[spec.Name]; dup {
-			return nil, fmt.Errorf("sim: duplicate replica name %q", spec.Name)
+			return nil, &FleetError{fmt.Errorf("duplicate replica name %q", spec.Name)}
 		}
 		r.byName[spec.Name] = i
 		r.fleet = append(r.fleet, fr)
@@ -273,7 +306,9 @@ func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Opti
 		r.loop.At(0, r, arg(evSample, 0))
 	}
 	r.pull()
-	r.loop.Run(-1)
+	if r.err == nil {
+		r.loop.Run(-1)
+	}
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -303,7 +338,9 @@ func (r *runner) pull() {
 		return
 	}
 	if err != nil {
-		r.fail(fmt.Errorf("sim: reading workload: %w", err))
+		// Trace errors already name the file, line and field; they reach
+		// the user exactly as `eppsim trace inspect` prints them.
+		r.fail(err)
 		return
 	}
 	if r.opts.Duration > 0 && wr.Arrival > r.opts.Duration {
@@ -313,20 +350,42 @@ func (r *runner) pull() {
 	r.injected++
 	r.res.Injected++
 	r.next = wr
-	r.loop.At(max(wr.Arrival, r.loop.Now()), r, arg(evArrival, 0))
+	r.at(max(wr.Arrival, r.loop.Now()), evArrival, 0)
 }
 
+// at schedules an event that can change the simulation (every kind but the
+// scrape and sample timers) and counts it in r.work.
+func (r *runner) at(t int64, kind uint64, idx int) {
+	r.work++
+	r.loop.At(t, r, arg(kind, idx))
+}
+
+// fail ends the run with err: nothing more is read, and the loop halts.
 func (r *runner) fail(err error) {
 	if r.err == nil {
 		r.err = err
 	}
+	r.srcDone = true
+	r.next = nil
 	r.loop.Halt()
 }
 
 // Fire dispatches the run's events.
 func (r *runner) Fire(now int64, a uint64) {
 	idx := int(a & (1<<kindShift - 1))
-	switch a >> kindShift {
+	kind := a >> kindShift
+	if kind != evScrape && kind != evSample {
+		r.work--
+	}
+	if r.done != nil && r.loop.Fired()%cancelPoll == 0 {
+		select {
+		case <-r.done:
+			r.fail(fmt.Errorf("sim: run stopped at %v of simulated time: %w", time.Duration(now), context.Cause(r.ctx)))
+			return
+		default:
+		}
+	}
+	switch kind {
 	case evArrival:
 		wr := r.next
 		r.next = nil
@@ -382,7 +441,7 @@ func (r *runner) arrive(now int64, wr *workload.Request) {
 
 func (r *runner) release(at int64, wr *workload.Request) {
 	r.parked[wr.Prev] = wr
-	r.loop.At(at, r, arg(evRelease, int(wr.Prev)))
+	r.at(at, evRelease, int(wr.Prev))
 }
 
 func (r *runner) inFlight(id int64) bool {
@@ -464,7 +523,7 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	f.rr = &replica.Request{ID: wr.ID, Prompt: wr.PromptTokens, OutputLen: max(wr.OutputTokens, 1), Output: wr.OutputTokenIDs,
 		CacheSalt: wr.CacheSalt, PromptHashes: hashes}
 	slot := r.newFlight(f)
-	r.loop.At(now+r.opts.EPPLatency+r.opts.NetworkLatency, r, arg(evDeliver, slot))
+	r.at(now+r.opts.EPPLatency+r.opts.NetworkLatency, evDeliver, slot)
 }
 
 // promptHashes returns the engine-block hash chain of wr's prompt. Prompts
@@ -521,7 +580,7 @@ func (r *runner) kick(now int64, i int) {
 		return
 	}
 	fr.inStep = true
-	r.loop.At(now+d, r, arg(evStepEnd, i))
+	r.at(now+d, evStepEnd, i)
 }
 
 func (r *runner) stepEnd(now int64, i int) {
@@ -611,7 +670,15 @@ func (r *runner) sample(now int64) {
 	}
 }
 
+// active reports whether the periodic timers should re-arm. It needs
+// scheduled work: without any, nothing can change again (timers only
+// observe), so the run ends even if a replica holds requests it can never
+// schedule — those are reported as in flight. Within that bound the timers
+// run while anything is pending, read, or in flight.
 func (r *runner) active() bool {
+	if r.err != nil || r.work == 0 {
+		return false
+	}
 	if !r.srcDone || r.next != nil || len(r.parked) > 0 {
 		return true
 	}

@@ -7,14 +7,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eppsim/eppsim/report"
 	"github.com/eppsim/eppsim/scenario"
+	"github.com/eppsim/eppsim/workload"
 )
 
 // Shard selects the points whose index ≡ I (mod N); N = 0 means all.
@@ -72,9 +75,11 @@ type RunStats struct {
 
 // Run simulates the plan's points of opts.Shard that points.jsonl in
 // opts.Out does not hold yet, appending each as it finishes, then writes
-// the result files from the whole log. Cancelling ctx stops starting new
-// points; those in flight finish and are logged, and Run returns an error
-// that says how to resume.
+// the result files from the whole log. Cancelling ctx stops the sweep at
+// once: no new point starts, the points in flight are abandoned within a
+// few thousand simulated events and are not logged (a resumed sweep runs
+// them again), and Run returns an error that wraps ErrInterrupted and
+// says how to resume.
 func Run(ctx context.Context, p *Plan, opts Options) (*Results, RunStats, error) {
 	start := time.Now()
 	var st RunStats
@@ -134,11 +139,23 @@ func Run(ctx context.Context, p *Plan, opts Options) (*Results, RunStats, error)
 	defer stop()
 	jobs := make(chan int)
 	results := make(chan Record)
+	var traceErr atomic.Pointer[error]
 	var wg sync.WaitGroup
 	for range min(workers, max(len(todo), 1)) {
 		wg.Go(func() {
 			for i := range jobs {
-				results <- runPoint(p, i)
+				rec, err := runPoint(ctx, p, i)
+				if ctx.Err() != nil && rec.Error != "" {
+					continue // abandoned, not failed: a resumed sweep runs it
+				}
+				if err != nil {
+					// A bad trace fails every point alike: stop, log
+					// nothing, and report it as the sweep's input error.
+					traceErr.CompareAndSwap(nil, &err)
+					stop()
+					continue
+				}
+				results <- rec
 			}
 		})
 	}
@@ -173,9 +190,12 @@ func Run(ctx context.Context, p *Plan, opts Options) (*Results, RunStats, error)
 	if werr != nil {
 		return nil, st, werr
 	}
+	if err := traceErr.Load(); err != nil {
+		return nil, st, *err
+	}
 	if err := ctx.Err(); err != nil && st.Ran < len(todo) {
-		return nil, st, fmt.Errorf("sweep interrupted after %d of %d points (%d finished before); "+
-			"run the same command again to resume: %w", st.Ran, len(todo), st.Skipped, err)
+		return nil, st, fmt.Errorf("%w after %d of %d points (%d finished before); %s holds every finished point: "+
+			"run the same command again to resume", ErrInterrupted, st.Ran, len(todo), st.Skipped, filepath.Join(opts.Out, LogFile))
 	}
 	if err := plog.close(); err != nil {
 		return nil, st, fmt.Errorf("%s: %w", LogFile, err)
@@ -189,9 +209,15 @@ func Run(ctx context.Context, p *Plan, opts Options) (*Results, RunStats, error)
 	return res, st, err
 }
 
+// ErrInterrupted is wrapped by the error of a sweep or tuning run stopped by
+// its context.
+var ErrInterrupted = errors.New("interrupted")
+
 // runPoint simulates point i; a failure (or a panic) becomes the record's
-// error.
-func runPoint(p *Plan, i int) (rec Record) {
+// error. Cancelling ctx abandons the simulation. An invalid trace is not
+// the point's failure but the sweep's: it is returned as the error (a
+// scenario.InputError) instead.
+func runPoint(ctx context.Context, p *Plan, i int) (rec Record, traceErr error) {
 	rec = Record{Index: i, Values: p.Values(i)}
 	defer func() {
 		if r := recover(); r != nil {
@@ -201,20 +227,23 @@ func runPoint(p *Plan, i int) (rec Record) {
 	spec, e, err := p.Point(i)
 	if err != nil {
 		rec.Error = err.Error()
-		return rec
+		return rec, nil
 	}
-	s, err := scenario.Run(spec, e, scenario.Hooks{})
+	s, err := scenario.RunContext(ctx, spec, e, scenario.Hooks{})
 	if err != nil {
+		if scenario.IsInputError(err) && workload.IsInputError(err) {
+			return rec, err
+		}
 		rec.Error = err.Error()
-		return rec
+		return rec, nil
 	}
 	raw, err := summaryJSON(s)
 	if err != nil {
 		rec.Error = err.Error()
-		return rec
+		return rec, nil
 	}
 	rec.Summary = raw
-	return rec
+	return rec, nil
 }
 
 // summaryJSON encodes a summary without its config and wall-clock fields

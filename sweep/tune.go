@@ -342,7 +342,7 @@ func (t *tuner) run(start time.Time) (*TuneResult, error) {
 	t.res.Evaluations = len(verts)
 	res, err := optimize.Minimize(optimize.Problem{Func: f}, u0, settings, method)
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("tune interrupted after %d evaluations: %w", len(t.res.Trajectory), err)
+		return nil, fmt.Errorf("tune %w after %d evaluations", ErrInterrupted, len(t.res.Trajectory))
 	}
 	switch {
 	case err != nil && res == nil:
@@ -511,7 +511,7 @@ func (t *tuner) simulate(w []float64, seed uint64) (v float64, violated []string
 	}
 	spec := *t.spec
 	spec.Env.Seed, spec.Workload.Seed = seed, int64(seed)
-	s, err := scenario.Run(&spec, scenario.EPP{Name: "tune", YAML: y}, scenario.Hooks{})
+	s, err := scenario.RunContext(t.ctx, &spec, scenario.EPP{Name: "tune", YAML: y}, scenario.Hooks{})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -14,6 +14,6 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	root.SetArgs(args)
-	err = root.Execute()
+	err = execute(root)
 	return out.String(), errb.String(), err
 }

@@ -59,9 +59,9 @@ TTFT plot shows the summary's percentiles.
 
 Exit status: 0 no regression, 1 regression, 2 the comparison could not be made (missing or
 unparsable file, different workloads, fleets or seeds, bad --fail-on).`,
-		Example: `  eppsim run --trace t.jsonl --epp-config main.yaml --out out/main
-  eppsim run --trace t.jsonl --epp-config pr.yaml --out out/pr
-  eppsim diff out/main out/pr --fail-on 'latency_ms.ttft.p99:+3%' --out out/diff >> "$GITHUB_STEP_SUMMARY"`,
+		Example: `  eppsim run --epp-config default --out out/main
+  eppsim run --epp-config least-queue --out out/pr
+  eppsim diff out/main out/pr --fail-on 'latency_ms.ttft.p99:+3%' --out out/diff`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return withExitCode(2, fmt.Errorf("diff takes BASELINE and CURRENT, got %d arguments", len(args)))

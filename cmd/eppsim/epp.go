@@ -53,10 +53,10 @@ func newEPPValidateCmd() *cobra.Command {
 			"effective configuration: plugins (with how each got there), profiles with weights,\n" +
 			"auto-created data producers, the producer order, what eppsim does not simulate (with\n" +
 			"the fallback) and warnings. With no CONFIG, the built-in default configuration is shown.\n" +
-			"Exits 1 if any configuration is invalid.",
+			"Exits 2 if any configuration is invalid (each error is printed once).",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "yaml" && output != "json" {
-				return fmt.Errorf("--output: want text, yaml or json, got %q", output)
+				return withExitCode(2, fmt.Errorf("--output: want text, yaml or json, got %q", output))
 			}
 			paths := args
 			if len(paths) == 0 {
@@ -68,7 +68,10 @@ func newEPPValidateCmd() *cobra.Command {
 			for i, p := range paths {
 				l, err := loadEPPConfig(p, 1)
 				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%v\n", err)
+					if len(paths) > 1 {
+						// Each error once, here; the final error only counts.
+						fmt.Fprintf(cmd.ErrOrStderr(), "eppsim: %v\n", err)
+					}
 					failed = append(failed, p)
 					if firstErr == nil {
 						firstErr = err
@@ -101,11 +104,12 @@ func newEPPValidateCmd() *cobra.Command {
 			switch len(failed) {
 			case 0:
 				return nil
-			case 1:
-				return withExitCode(1, firstErr)
-			default:
-				return withExitCode(1, fmt.Errorf("%d of %d configurations are invalid (first: %w)", len(failed), len(paths), firstErr))
+			case len(paths):
+				if len(paths) == 1 {
+					return withExitCode(2, firstErr)
+				}
 			}
+			return withExitCode(2, fmt.Errorf("%d of %d configurations are invalid: %s", len(failed), len(paths), strings.Join(failed, ", ")))
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, yaml (the effective EndpointPickerConfig) or json")
@@ -182,7 +186,7 @@ func printEffective(w io.Writer, l *config.Loaded) {
 	if len(l.NotSimulated) > 0 {
 		fmt.Fprintln(w, "\nnot simulated:")
 		for _, n := range l.NotSimulated {
-			fmt.Fprintf(w, "  %s (%s): %s\n", n.Name, n.Type, n.Reason)
+			fmt.Fprintf(w, "  %s\n", n)
 		}
 	}
 	if len(l.Warnings) > 0 {

@@ -29,7 +29,7 @@ func TestEPPValidateShippedConfigs(t *testing.T) {
 		"auto-created producers: approx-prefix-cache-producer (for PrefixCacheMatchInfoDataKey/approx-prefix-cache-producer (required by prefix-cache-scorer)), token-producer",
 		"scorers: prefix-cache-scorer ×2",
 		"not simulated:\n",
-		"dcgm-source (dcgm-data-source): not simulated: DCGM GPU telemetry needs real GPUs; fallback:",
+		"  dcgm-source (dcgm-data-source): DCGM GPU telemetry needs real GPUs; fallback:",
 		"apiVersion inference.networking.x-k8s.io/v1alpha1 is deprecated",
 	} {
 		if !strings.Contains(out, want) {
@@ -67,12 +67,21 @@ func TestEPPValidateInvalid(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	if exitCode(err) != 1 {
-		t.Errorf("exit code %d", exitCode(err))
+	if exitCode(err) != 2 {
+		t.Errorf("exit code %d, want 2", exitCode(err))
 	}
+	// The config's error is printed once (stderr); the final error, which
+	// main prints too, only counts and names the invalid files.
 	want := bad + `:9: schedulingProfiles[0].plugins[0]: unknown field "wieght"`
-	if !strings.Contains(stderr, want) || !strings.Contains(err.Error(), want) {
-		t.Errorf("stderr %q / err %q lack %q", stderr, err, want)
+	if strings.Count(stderr, want) != 1 || strings.Contains(err.Error(), want) ||
+		err.Error() != "1 of 2 configurations are invalid: "+bad {
+		t.Errorf("stderr %q / err %q: want %q once in stderr and a count in err", stderr, err, want)
+	}
+	// One invalid config alone: its error is the command's error, and
+	// nothing else is printed.
+	_, stderr, err = runCLI(t, "epp", "validate", bad)
+	if err == nil || err.Error() != want || stderr != "" || exitCode(err) != 2 {
+		t.Errorf("single invalid config: err %v (exit %d), stderr %q", err, exitCode(err), stderr)
 	}
 }
 

@@ -7,13 +7,36 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	if err := execute(newRootCmd()); err != nil {
 		fmt.Fprintln(os.Stderr, "eppsim:", err)
 		os.Exit(exitCode(err))
 	}
+}
+
+// execute runs root. An error from before any verb ran — an unknown
+// command or flag, a flag value that does not parse, wrong arguments — is
+// a usage error and exits 2, like every other input error.
+func execute(root *cobra.Command) error {
+	started := false
+	pre := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		started = true
+		if pre != nil {
+			return pre(cmd, args)
+		}
+		return nil
+	}
+	err := root.Execute()
+	var ee *exitError
+	if err != nil && !started && !errors.As(err, &ee) {
+		return withExitCode(2, err)
+	}
+	return err
 }
 
 // exitError carries a process exit code through cobra's error return.

@@ -21,7 +21,7 @@ func addProfileFlag(root *cobra.Command) {
 		}
 		var err error
 		if f, err = os.Create(path); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return withExitCode(2, fmt.Errorf("--cpuprofile: %w", err))
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()

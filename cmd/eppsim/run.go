@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +28,7 @@ type runFlags struct {
 	jsonOut  bool
 	progress string
 	workers  int
+	force    bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -44,13 +47,14 @@ round-robin, random, least-queue, oracle (precise KV-event prefix scoring with z
 plus the default load scorers).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runMain(cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			return runMain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	fl := cmd.Flags()
 	f.specFlags.register(fl)
 	fl.StringArrayVar(&f.configs, "epp-config", nil, "EndpointPickerConfig file, \"default\", or a baseline (repeatable)")
-	fl.StringVar(&f.out, "out", "", "write summary.json, requests.csv, timeseries.csv, reports and plots to this directory")
+	fl.StringVar(&f.out, "out", "", "write summary.json, requests.csv, timeseries.csv, reports and plots to this directory (created; refused if it holds files, unless --force)")
+	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory, replacing the files a run writes")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary document as JSON instead of the table")
 	fl.StringVar(&f.progress, "progress", "auto", "progress on stderr: auto (when a terminal), always, never")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "configs simulated at once (results do not depend on it)")
@@ -63,7 +67,14 @@ type configRun struct {
 	summary *report.Summary
 }
 
-func runMain(stdout, stderr io.Writer, f *runFlags) error {
+// errInterrupted ends a run stopped by SIGINT/SIGTERM (exit 130).
+var errInterrupted = errors.New("interrupted")
+
+func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
+	// Signals are caught before anything is created, so that an interrupt
+	// at any point cleans up.
+	ctx, stop := signalContext(ctx)
+	defer stop()
 	spec, err := f.specFlags.spec()
 	if err != nil {
 		return withExitCode(2, err)
@@ -98,14 +109,20 @@ func runMain(stdout, stderr io.Writer, f *runFlags) error {
 	}
 	var out *report.Output
 	if f.out != "" {
+		if err := checkOutDir(f.out, f.force); err != nil {
+			return withExitCode(2, err)
+		}
 		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: "eppsim run"})
 		if err != nil {
 			return withExitCode(2, err)
 		}
 		defer out.Abort() // removes temp files unless Close succeeded
 	}
-	runs, err := runConfigs(jobs, spec, out, board, f.workers)
+	runs, err := runConfigs(ctx, jobs, spec, out, board, f.workers)
 	if err != nil {
+		if ctx.Err() != nil {
+			return withExitCode(130, errInterrupted)
+		}
 		return err
 	}
 	if out != nil {
@@ -138,7 +155,7 @@ type runJob struct{ name, src string }
 // how the runs interleave. The first error in config order is returned,
 // once every started run has finished; configs not yet started then are
 // skipped.
-func runConfigs(jobs []runJob, spec *scenario.Spec, out *report.Output, board *progressBoard, workers int) ([]configRun, error) {
+func runConfigs(ctx context.Context, jobs []runJob, spec *scenario.Spec, out *report.Output, board *progressBoard, workers int) ([]configRun, error) {
 	recorders := make([]*report.RunWriter, len(jobs))
 	if out != nil {
 		for i, j := range jobs {
@@ -167,7 +184,7 @@ func runConfigs(jobs []runJob, spec *scenario.Spec, out *report.Output, board *p
 		go func() {
 			defer wg.Done()
 			for i, ok := take(); ok; i, ok = take() {
-				s, err := runOne(jobs[i], spec, recorders[i], board)
+				s, err := runOne(ctx, jobs[i], spec, recorders[i], board)
 				runs[i], errs[i] = configRun{jobs[i].name, s}, err
 				if err != nil {
 					mu.Lock()
@@ -187,7 +204,7 @@ func runConfigs(jobs []runJob, spec *scenario.Spec, out *report.Output, board *p
 }
 
 // runOne simulates one config, recording into rec (nil: no --out).
-func runOne(j runJob, spec *scenario.Spec, rec *report.RunWriter, board *progressBoard) (*report.Summary, error) {
+func runOne(ctx context.Context, j runJob, spec *scenario.Spec, rec *report.RunWriter, board *progressBoard) (*report.Summary, error) {
 	e := scenario.ForSource(j.src)
 	e.Name = j.name
 	prog := board.add(j.name)
@@ -199,7 +216,7 @@ func runOne(j runJob, spec *scenario.Spec, rec *report.RunWriter, board *progres
 		}
 		hooks.OnSample = rec.AddSample
 	}
-	s, err := scenario.Run(spec, e, hooks)
+	s, err := scenario.RunContext(ctx, spec, e, hooks)
 	prog.done()
 	if err != nil {
 		if scenario.IsInputError(err) {
@@ -272,8 +289,11 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 	row("sim requests/wall s", func(s *report.Summary) string { return fmt.Sprintf("%.0f", s.Sim.RequestsPerWallS) })
 	tw.Flush()
 	for _, r := range runs {
+		if n := report.SkipNote(&r.summary.Config.Workload); n != "" {
+			fmt.Fprintf(w, "\n%s: %s", r.name, n)
+		}
 		for _, n := range r.summary.Config.NotSimulated {
-			fmt.Fprintf(w, "\n%s: not simulated: %s", r.name, strings.TrimPrefix(n, "not simulated: "))
+			fmt.Fprintf(w, "\n%s: not simulated: %s", r.name, n)
 		}
 	}
 	fmt.Fprintln(w)

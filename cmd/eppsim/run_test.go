@@ -40,22 +40,6 @@ func TestRunBuiltinSideBySide(t *testing.T) {
 	}
 }
 
-func TestRunBadInput(t *testing.T) {
-	for _, args := range [][]string{
-		{"run", "--preset", "nope"},
-		{"run", "--replicas", "0"},
-		{"run", "--trace", "/nonexistent/trace.jsonl"},
-		{"run", "--epp-config", "/nonexistent/config.yaml"},
-		{"run", "--epp-config", "default", "--epp-config", "/nonexistent/config.yaml"},
-		{"run", "--workers", "0"},
-		{"run", "--progress", "sometimes"},
-	} {
-		if _, _, err := runCLI(t, args...); err == nil || exitCode(err) != 2 {
-			t.Errorf("%v: err %v (exit %d), want exit 2", args, err, exitCode(err))
-		}
-	}
-}
-
 // TestRunOutDeterministic: --out writes every file, and the same command
 // twice — the configs simulated one after the other, then all at once —
 // gives byte-identical requests.csv and timeseries.csv and the same

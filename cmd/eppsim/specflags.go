@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -37,22 +39,27 @@ type specFlags struct {
 	netLatency  time.Duration
 	sampleEvery time.Duration
 	checkInvar  bool
+
+	flags *pflag.FlagSet // to tell flags given from defaults
 }
 
 func (f *specFlags) register(fl *pflag.FlagSet) {
+	f.flags = fl
 	fl.StringVar(&f.trace, "trace", workload.DefaultWorkload, "trace file, or builtin:NAME for an embedded workload")
-	fl.StringVar(&f.format, "format", "auto", "trace format (auto, mooncake, alibaba, openai, sharegpt, azure)")
-	fl.StringVar(&f.mode, "mode", "", "replay mode: open (trace timestamps) or closed (sessions); default per format")
+	fl.StringVar(&f.format, "format", "auto", formatHelp)
+	fl.StringVar(&f.mode, "mode", "default", modeHelp)
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace timestamps by this factor (0 = as recorded)")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip malformed trace lines (counted and reported)")
 	fl.IntVar(&f.replicas, "replicas", 4, "number of replicas (ignored with --fleet)")
-	fl.StringVar(&f.preset, "preset", "llama-3.1-8b-h100", "replica preset (ignored with --fleet)")
+	fl.StringVar(&f.preset, "preset", "llama-3.1-8b-h100", "replica preset: "+strings.Join(presetNames(), ", ")+" (ignored with --fleet)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file: replica groups with count, preset, overrides, labels")
 	fl.IntVar(&f.kvBlocks, "kv-blocks", 0, "override num_gpu_blocks on every replica (null block included)")
-	fl.IntVar(&f.maxSeqs, "max-num-seqs", 0, "override max_num_seqs on every replica")
-	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "override max_num_batched_tokens on every replica")
-	fl.IntVar(&f.blockSize, "block-size", 0, "override the KV block size on every replica")
-	fl.Uint64Var(&f.seed, "seed", 1, "run seed")
+	fl.IntVar(&f.maxSeqs, "max-num-seqs", 0, "vLLM's --max-num-seqs on every replica (default: the preset's)")
+	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 0, "vLLM's --max-num-batched-tokens on every replica (default: the preset's)")
+	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "")
+	_ = fl.MarkDeprecated("max-batched-tokens", "use --max-num-batched-tokens (vLLM's name)")
+	fl.IntVar(&f.blockSize, "block-size", 0, "vLLM's --block-size (KV block size in tokens) on every replica (default: the preset's)")
+	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
 	fl.IntVar(&f.maxRequests, "max-requests", 0, "stop after this many requests (0 = all)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop injecting requests after this much simulated time (0 = all)")
 	fl.DurationVar(&f.warmup, "warmup", 0, "exclude requests arriving before this from statistics")
@@ -64,8 +71,86 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.checkInvar, "check-invariants", false, "verify replica invariants after every step (slow; debugging)")
 }
 
+// Help texts shared by every verb that reads traces, so run, sweep, tune
+// and trace describe the same values.
+const (
+	formatHelp = "trace format: auto (detect), mooncake, alibaba, openai-jsonl, sharegpt, azure-csv"
+	modeHelp   = "replay mode: default (per format), open-loop (trace timestamps), closed-loop (next turn after the previous completes)"
+	seedHelp   = "seed of every random choice (synthesized text, tokens, arrivals, think times, EPP tie-breaks); the same seed gives the same output"
+)
+
+// given reports whether the user set flag name (as opposed to its default).
+func (f *specFlags) given(name string) bool {
+	return f.flags != nil && f.flags.Changed(name)
+}
+
+// check rejects values outside a flag's range instead of silently
+// replacing them with a default. Each error names the flag and the range.
+func (f *specFlags) check() error {
+	positive := func(name string, v int, min int, what string) error {
+		if f.given(name) && v < min {
+			return fmt.Errorf("--%s %d: must be at least %d (%s)", name, v, min, what)
+		}
+		return nil
+	}
+	durations := []struct {
+		name     string
+		v        time.Duration
+		positive bool
+	}{
+		{"duration", f.duration, false}, {"warmup", f.warmup, false}, {"kv-event-lag", f.kvLag, false},
+		{"epp-latency", f.eppLatency, false}, {"network-latency", f.netLatency, false},
+		{"refresh-metrics-interval", f.refresh, true}, {"timeseries-interval", f.sampleEvery, true},
+	}
+	for _, d := range durations {
+		switch {
+		case d.positive && d.v <= 0:
+			return fmt.Errorf("--%s %v: must be greater than 0", d.name, d.v)
+		case d.v < 0:
+			return fmt.Errorf("--%s %v: must not be negative (0 = %s)", d.name, d.v, zeroMeaning[d.name])
+		}
+	}
+	batched := "max-num-batched-tokens"
+	if f.given("max-batched-tokens") {
+		batched = "max-batched-tokens"
+	}
+	for _, err := range []error{
+		positive("replicas", f.replicas, 1, "replicas in the fleet"),
+		positive("kv-blocks", f.kvBlocks, 2, "block 0 is vLLM's null block"),
+		positive("max-num-seqs", f.maxSeqs, 1, "requests running at once"),
+		positive(batched, f.maxBatched, 1, "tokens per engine step"),
+		positive("block-size", f.blockSize, 1, "tokens per KV block"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if f.maxRequests < 0 {
+		return fmt.Errorf("--max-requests %d: must not be negative (0 = every request of the trace)", f.maxRequests)
+	}
+	if math.IsNaN(f.timeScale) || math.IsInf(f.timeScale, 0) || f.timeScale < 0 {
+		return fmt.Errorf("--time-scale %v: must be a finite number ≥ 0 (0 = timestamps as recorded)", f.timeScale)
+	}
+	if f.duration > 0 && f.warmup >= f.duration {
+		return fmt.Errorf("--warmup %v: must be shorter than --duration %v (every request would be warm-up)", f.warmup, f.duration)
+	}
+	return nil
+}
+
+// zeroMeaning says what 0 means for the duration flags that accept it.
+var zeroMeaning = map[string]string{
+	"duration":        "no limit",
+	"warmup":          "no warm-up",
+	"kv-event-lag":    "events delivered at once",
+	"epp-latency":     "none",
+	"network-latency": "none",
+}
+
 // spec builds the scenario the flags describe.
 func (f *specFlags) spec() (*scenario.Spec, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	fleet, err := f.buildFleet()
 	if err != nil {
 		return nil, err
@@ -95,10 +180,7 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 	} else {
 		p, err := replica.LookupPreset(f.preset)
 		if err != nil {
-			return nil, err
-		}
-		if f.replicas < 1 {
-			return nil, fmt.Errorf("--replicas must be at least 1, got %d", f.replicas)
+			return nil, fmt.Errorf("--preset: %w", err)
 		}
 		fleet = sim.UniformFleet(f.replicas, p)
 	}
@@ -132,18 +214,25 @@ func (f *specFlags) workloadOptions() (workload.Options, error) {
 	var o workload.Options
 	fm, err := workload.ParseFormat(f.format)
 	if err != nil {
-		return o, err
+		return o, fmt.Errorf("--format: %w", err)
 	}
 	o.Format = fm
-	if f.mode != "" {
-		m, err := workload.ParseMode(f.mode)
-		if err != nil {
-			return o, err
-		}
-		o.Mode = m
+	m, err := workload.ParseMode(f.mode)
+	if err != nil {
+		return o, fmt.Errorf("--mode: %w", err)
 	}
+	o.Mode = m
 	o.TimeScale = f.timeScale
 	o.SkipInvalid = f.skipInvalid
 	o.Seed = int64(f.seed)
 	return o, nil
+}
+
+// presetNames lists the built-in replica presets for help texts.
+func presetNames() []string {
+	var names []string
+	for _, p := range replica.Presets() {
+		names = append(names, p.Name)
+	}
+	return names
 }

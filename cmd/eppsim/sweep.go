@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -60,7 +61,8 @@ Grid points are numbered row-major over the --vary flags in the order given (the
 varies fastest); --random N draws N distinct points in a seeded order instead. --shard I/N
 runs only the points whose number ≡ I (mod N); "eppsim sweep merge" combines the shard
 directories into the files an unsharded sweep writes. See docs/sweeps.md.`,
-		Example: `  eppsim sweep --trace traces/chat.jsonl --replicas 8 \
+		Example: `  eppsim trace synth --preset chat --sessions 300 --out chat.jsonl
+  eppsim sweep --trace chat.jsonl --replicas 8 \
     --vary prefix-cache-scorer.weight=0:5:1 --vary queue-scorer.weight=0,1,2,4 \
     --objective ttft_p99 --constraint "requests.rejected<=0" --out sweep-out
   eppsim sweep --vary approx-prefix-cache-producer.lruCapacityPerServer=5000,31250 \
@@ -87,8 +89,9 @@ directories into the files an unsharded sweep writes. See docs/sweeps.md.`,
 	return cmd
 }
 
-// signalContext is ctx cancelled by the first SIGINT/SIGTERM; a second
-// one kills the process as usual.
+// signalContext is ctx cancelled by the first SIGINT/SIGTERM (the verbs
+// then stop, clean up and exit 130); a second one kills the process as
+// usual.
 func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -117,6 +120,8 @@ func progressWriter(mode string, stderr io.Writer) (io.Writer, error) {
 }
 
 func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) error {
+	ctx, stop := signalContext(ctx)
+	defer stop()
 	if f.out == "" {
 		return withExitCode(2, fmt.Errorf("--out is required (the sweep directory)"))
 	}
@@ -159,11 +164,15 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 	if err != nil {
 		return withExitCode(2, err)
 	}
-	ctx, stop := signalContext(ctx)
-	defer stop()
 	res, st, err := sweep.Run(ctx, plan, sweep.Options{Out: f.out, Workers: f.workers, Shard: shard,
 		Objectives: objs, Constraints: cons, Progress: prog, DPI: f.dpi})
 	if err != nil {
+		if errors.Is(err, sweep.ErrInterrupted) {
+			return withExitCode(130, err)
+		}
+		if scenario.IsInputError(err) {
+			return withExitCode(2, err)
+		}
 		return err
 	}
 	fmt.Fprintf(stdout, "sweep %s: %d points", f.out, plan.Len())
@@ -229,8 +238,10 @@ func newSweepMergeCmd() *cobra.Command {
 specification hashes), and writes to --out the merged points.jsonl and the same points.csv,
 best.yaml, sweep.json and plots that running the sweep without --shard writes. The
 objectives and constraints are those the shards were run with, unless given here.`,
-		Example: `  eppsim sweep merge out/shard-0 out/shard-1 out/shard-2 out/shard-3 --out out/merged`,
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  eppsim sweep --vary queue-scorer.weight=0:4:1 --shard 0/2 --out out/shard-0
+  eppsim sweep --vary queue-scorer.weight=0:4:1 --shard 1/2 --out out/shard-1
+  eppsim sweep merge out/shard-0 out/shard-1 --out out/merged`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, dirs []string) error {
 			var opts sweep.MergeOptions
 			var err error

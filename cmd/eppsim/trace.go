@@ -23,7 +23,7 @@ import (
 type traceReadFlags struct {
 	format        string
 	mode          string
-	seed          int64
+	seed          uint64
 	skipInvalid   bool
 	traceBlock    int
 	bytesPerToken float64
@@ -35,9 +35,9 @@ type traceReadFlags struct {
 
 func (f *traceReadFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", "auto", "trace format: auto, mooncake, alibaba, openai-jsonl, sharegpt, azure-csv")
-	fl.StringVar(&f.mode, "mode", "default", "replay mode: default, open-loop, closed-loop")
-	fl.Int64Var(&f.seed, "seed", 1, "seed for synthesized text, tokens, arrivals and think times")
+	fl.StringVar(&f.format, "format", "auto", formatHelp)
+	fl.StringVar(&f.mode, "mode", "default", modeHelp)
+	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip (and count) malformed lines instead of failing")
 	fl.IntVar(&f.traceBlock, "trace-block-size", 0, "tokens per hash id of hash-id traces (0: Mooncake 512, Alibaba 16)")
 	fl.Float64Var(&f.bytesPerToken, "bytes-per-token", workload.DefaultBytesPerToken, "text density of synthesized prompts")
@@ -51,13 +51,13 @@ func (f *traceReadFlags) options() (workload.Options, error) {
 	var o workload.Options
 	fm, err := workload.ParseFormat(f.format)
 	if err != nil {
-		return o, withExitCode(2, err)
+		return o, withExitCode(2, fmt.Errorf("--format: %w", err))
 	}
 	m, err := workload.ParseMode(f.mode)
 	if err != nil {
-		return o, withExitCode(2, err)
+		return o, withExitCode(2, fmt.Errorf("--mode: %w", err))
 	}
-	o.Format, o.Mode, o.Seed, o.SkipInvalid = fm, m, f.seed, f.skipInvalid
+	o.Format, o.Mode, o.Seed, o.SkipInvalid = fm, m, int64(f.seed), f.skipInvalid
 	o.BlockSize, o.BytesPerToken, o.Model = f.traceBlock, f.bytesPerToken, f.model
 	o.SystemPromptTokens, o.TimeScale, o.Rate = f.systemPrompt, f.timeScale, f.rate
 	return o, nil
@@ -195,7 +195,7 @@ func tracePrintSummary(w io.Writer, s *workload.Summary) {
 func newTraceSynthCmd() *cobra.Command {
 	var preset, specFile, out, mode, model string
 	var sessions int
-	var seed int64
+	var seed uint64
 	var rate float64
 	cmd := &cobra.Command{
 		Use:   "synth --out FILE",
@@ -233,8 +233,8 @@ x_output_text, x_think_ms). Reading the file back gives the same requests.`,
 			if err != nil {
 				return withExitCode(2, err)
 			}
-			s, err := workload.NewSynthesizer(spec, rand.New(rand.NewPCG(uint64(seed), 0x73796e7468)),
-				workload.Options{Seed: seed, Mode: m, Rate: rate, Model: model})
+			s, err := workload.NewSynthesizer(spec, rand.New(rand.NewPCG(seed, 0x73796e7468)),
+				workload.Options{Seed: int64(seed), Mode: m, Rate: rate, Model: model})
 			if err != nil {
 				return withExitCode(2, err)
 			}
@@ -252,9 +252,9 @@ x_output_text, x_think_ms). Reading the file back gives the same requests.`,
 	fl.StringVar(&preset, "preset", "chat", "built-in spec: "+strings.Join(traces.Names(), ", "))
 	fl.StringVar(&specFile, "spec", "", "YAML spec file (overrides --preset)")
 	fl.IntVar(&sessions, "sessions", 0, "number of sessions (0: the spec's)")
-	fl.Int64Var(&seed, "seed", 1, "random seed; the same seed gives the same bytes")
+	fl.Uint64Var(&seed, "seed", 1, seedHelp)
 	fl.Float64Var(&rate, "rate", 0, "session arrival rate per second (0: the spec's)")
-	fl.StringVar(&mode, "mode", "closed-loop", "closed-loop writes x_think_ms for later turns; open-loop does not")
+	fl.StringVar(&mode, "mode", "closed-loop", "closed-loop (later turns carry x_think_ms: replayed after the previous turn completes) or open-loop (no think times)")
 	fl.StringVar(&model, "model", "", "model name (default: the spec's)")
 	fl.StringVarP(&out, "out", "o", "", "output file (written to a temporary file, then renamed); - for stdout")
 	return cmd

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -45,7 +46,8 @@ is tuned.
 It writes to --out: trajectory.csv (every distinct evaluation in order, with the best so
 far), best.yaml (the base config with the best weights), tune.json (the specification,
 start, best, improvement and trajectory) and trajectory.svg/png.`,
-		Example: `  eppsim tune --trace traces/chat.jsonl --replicas 8 \
+		Example: `  eppsim trace synth --preset chat --sessions 300 --out chat.jsonl
+  eppsim tune --trace chat.jsonl --replicas 8 \
     --param prefix-cache-scorer.weight --param queue-scorer.weight=0:5 \
     --objective ttft_p99 --budget 40 --seeds 3 --out tune-out`,
 		Args: cobra.NoArgs,
@@ -109,6 +111,9 @@ func tuneMain(ctx context.Context, stdout, stderr io.Writer, f *tuneFlags) error
 		fmt.Fprintln(prog)
 	}
 	if err != nil {
+		if errors.Is(err, sweep.ErrInterrupted) {
+			return withExitCode(130, err)
+		}
 		if scenario.IsInputError(err) {
 			return withExitCode(2, err)
 		}

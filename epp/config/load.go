@@ -87,6 +87,25 @@ type NotSimulatedItem struct {
 	Reason string `json:"reason"`
 }
 
+// String words the item once: "NAME (TYPE): what happens instead",
+// without the "not simulated:" prefix of Reason (the list it is shown in
+// says so), without "(TYPE)" when it equals the name, and without the
+// name at all when the reason already starts with it.
+func (n NotSimulatedItem) String() string {
+	r := strings.TrimSpace(n.Reason)
+	const prefix = "not simulated:"
+	if len(r) >= len(prefix) && strings.EqualFold(r[:len(prefix)], prefix) {
+		r = strings.TrimSpace(r[len(prefix):])
+	}
+	switch {
+	case strings.HasPrefix(r, n.Name+" "):
+		return r
+	case n.Type != "" && n.Type != n.Name:
+		return n.Name + " (" + n.Type + "): " + r
+	}
+	return n.Name + ": " + r
+}
+
 // Loaded is an effective, validated configuration with its plugin
 // instances. Router assembles an epp.Router over those instances.
 type Loaded struct {

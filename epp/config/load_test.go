@@ -683,3 +683,24 @@ func TestLineIndexFlowAndBlockScalars(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestNotSimulatedItemString: a note says each thing once: no "not
+// simulated:" prefix (the list it is in says so), no "(type)" equal to
+// the name, no name repeated at the start of the reason.
+func TestNotSimulatedItemString(t *testing.T) {
+	for _, c := range []struct {
+		item config.NotSimulatedItem
+		want string
+	}{
+		{config.NotSimulatedItem{"prefix-based-pd-decider", "prefix-based-pd-decider", "not simulated: prefix-based-pd-decider decides X"},
+			"prefix-based-pd-decider decides X"},
+		{config.NotSimulatedItem{"dcgm-source", "dcgm-data-source", "not simulated: DCGM telemetry needs GPUs; fallback: none"},
+			"dcgm-source (dcgm-data-source): DCGM telemetry needs GPUs; fallback: none"},
+		{config.NotSimulatedItem{"flow", "flow", "Not Simulated: queueing"}, "flow: queueing"},
+		{config.NotSimulatedItem{"x", "", "reason"}, "x: reason"},
+	} {
+		if got := c.item.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.item, got, c.want)
+		}
+	}
+}

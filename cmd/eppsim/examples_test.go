@@ -1,0 +1,152 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eppsim/eppsim/workload"
+)
+
+// exampleCommands returns the eppsim command lines of a command's Example
+// text, continuation lines joined, split into words as a shell would
+// (single and double quotes).
+func exampleCommands(t *testing.T, example string) [][]string {
+	t.Helper()
+	var cmds [][]string
+	text := strings.ReplaceAll(example, "\\\n", " ")
+	for _, line := range strings.Split(text, "\n") {
+		words := shellWords(t, strings.TrimSpace(line))
+		if len(words) > 0 && words[0] == "eppsim" {
+			cmds = append(cmds, words[1:])
+		}
+	}
+	return cmds
+}
+
+func shellWords(t *testing.T, s string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	in := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, in = r, true
+		case unicode.IsSpace(r):
+			if in {
+				words = append(words, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	if quote != 0 {
+		t.Fatalf("unbalanced quote in %q", s)
+	}
+	if in {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// TestHelpExamplesRun runs every Example of every verb, in order, in an
+// empty directory: the files they name must be the ones earlier example
+// lines create. Simulations are cut short (--max-requests, --budget) and
+// the whole example must succeed (diff may report a regression: exit 1).
+func TestHelpExamplesRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every help example")
+	}
+	var visit func(c *cobra.Command)
+	var all []*cobra.Command
+	visit = func(c *cobra.Command) {
+		if c.Example != "" {
+			all = append(all, c)
+		}
+		for _, sub := range c.Commands() {
+			visit(sub)
+		}
+	}
+	visit(newRootCmd())
+	if len(all) < 4 {
+		t.Fatalf("only %d commands have examples", len(all))
+	}
+	for _, c := range all {
+		t.Run(strings.ReplaceAll(c.CommandPath(), " ", "_"), func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			for _, args := range exampleCommands(t, c.Example) {
+				switch {
+				case args[0] == "sweep" && len(args) > 1 && args[1] == "merge":
+				case args[0] == "run" || args[0] == "sweep":
+					args = append(args, "--max-requests", "20")
+				case args[0] == "tune":
+					args = append(args, "--max-requests", "20", "--budget", "6", "--seeds", "1")
+				}
+				_, stderr, err := runCLI(t, args...)
+				if err != nil && !(args[0] == "diff" && exitCode(err) == 1) {
+					t.Fatalf("eppsim %s: %v\n%s", strings.Join(args, " "), err, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestSharedFlagsAgree: every verb that reads traces describes --format,
+// --mode and --seed alike (same type, same help), and run's help lists
+// the presets.
+func TestSharedFlagsAgree(t *testing.T) {
+	root := newRootCmd()
+	var readers []*cobra.Command
+	for _, path := range [][]string{{"run"}, {"sweep"}, {"tune"}, {"trace", "inspect"}, {"trace", "convert"}} {
+		c, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, c)
+	}
+	for _, name := range []string{"format", "mode", "seed"} {
+		first := readers[0].Flags().Lookup(name)
+		for _, c := range readers {
+			f := c.Flags().Lookup(name)
+			if f == nil {
+				t.Errorf("%s has no --%s", c.CommandPath(), name)
+				continue
+			}
+			if f.Value.Type() != first.Value.Type() || f.Usage != first.Usage || f.DefValue != first.DefValue {
+				t.Errorf("--%s: %s says %s %q (default %q), %s says %s %q (default %q)", name,
+					readers[0].CommandPath(), first.Value.Type(), first.Usage, first.DefValue,
+					c.CommandPath(), f.Value.Type(), f.Usage, f.DefValue)
+			}
+		}
+	}
+	preset := readers[0].Flags().Lookup("preset").Usage
+	for _, name := range presetNames() {
+		if !strings.Contains(preset, name) {
+			t.Errorf("run --preset help %q does not list %s", preset, name)
+		}
+	}
+	// Every format name in the help parses.
+	help := readers[0].Flags().Lookup("format").Usage
+	for _, word := range strings.Split(help[strings.Index(help, ":")+1:], ",") {
+		name := strings.Fields(word)[0]
+		if _, err := parseFormatName(name); err != nil {
+			t.Errorf("--format help names %q: %v", name, err)
+		}
+	}
+}
+
+func parseFormatName(s string) (string, error) {
+	f, err := workload.ParseFormat(s)
+	return string(f), err
+}
