@@ -137,13 +137,15 @@ func (c *chatContent) UnmarshalJSON(data []byte) error {
 	return errors.New("content format not supported")
 }
 
+// contentBlock is upstream's ContentBlock. It has no audio_url field: an
+// "audio_url" key is unknown, whatever its value, and an audio_url block
+// reads input_audio like an input_audio block (spec §5.2.1).
 type contentBlock struct {
 	Type       string     `json:"type"`
 	Text       string     `json:"text,omitempty"`
 	ImageURL   urlBlock   `json:"image_url"`
 	InputAudio audioBlock `json:"input_audio"`
 	VideoURL   urlBlock   `json:"video_url"`
-	AudioURL   urlBlock   `json:"audio_url"`
 }
 
 type urlBlock struct {

@@ -695,7 +695,9 @@ func (s *fscan) appendContent(out []byte) ([]byte, bool) {
 		var typSeen, textSeen bool
 		typ, text = typ[:0], text[:0]
 		ok := s.objectKeys(func(key []byte) bool {
-			f, ok := field(key, "type", "text", "image_url", "input_audio", "video_url", "audio_url")
+			// No audio_url: upstream's ContentBlock has no such field, so
+			// the key is skipped like any unknown one (spec §5.2.1).
+			f, ok := field(key, "type", "text", "image_url", "input_audio", "video_url")
 			switch {
 			case !ok || f >= 2:
 				return false

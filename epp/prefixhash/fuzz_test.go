@@ -50,6 +50,8 @@ var fuzzSeeds = []string{
 	`{"model":"m","prompt":"the cache prefix router token block replica latency model\n request \u00e9\"x\" the end"}`,
 	`{"messages":[{"role":"user","content":"the cache prefix router token block replica latency héllo wörld 😀 model request"}]}`,
 	"{\"model\":\"m\",\"prompt\":\"the cache prefix router token block replica latency model \xc3 request\"}",
+	// Audio blocks (§5.2.1): audio_url is no field, whatever its value.
+	`{"messages":[{"role":"user","content":[{"type":"text","text":"a","audio_url":"s"},{"type":"audio_url","audio_url":"a.wav"}]}]}`,
 }
 
 func FuzzTokenize(f *testing.F) {
