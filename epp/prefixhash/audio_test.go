@@ -38,6 +38,9 @@ func TestAudioPlaceholders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"},` + tt.block + `,{"type":"text","text":"!"}]}]}`
+			if err := CheckBody(KindChatCompletions, []byte(body)); err != nil {
+				t.Fatalf("body rejected: %v", err)
+			}
 			tr, err := (&Estimator{}).Tokenize("/v1/chat/completions", []byte(body))
 			if err != nil {
 				t.Fatal(err)

@@ -19,6 +19,11 @@
 // input_audio.data+format and count max(1, ceil(len(data+format)/4))
 // placeholder tokens; an audio_url block's own URL is ignored.
 //
+// CheckBody (parse.go) decides which bodies the EPP's request parsers
+// reject before anything else runs (§2.1 step 0): invalid JSON, a number
+// outside the float64 range, or a value whose JSON type does not fit a
+// field the parser's typed request structs declare.
+//
 // Conventions chosen where the spec leaves a gap (documented here and in
 // README-level docs by the caller):
 //   - Body kind is chosen from the request path when one is given (as the
