@@ -53,7 +53,7 @@ func (k Kind) String() string {
 // path the body decides: "messages" → chat completions, "prompt" →
 // completions, "token_ids" → generate.
 func KindOf(path string, body []byte) Kind {
-	if k := kindFromPath(path); k != KindUnknown {
+	if k := KindOfPath(path); k != KindUnknown {
 		return k
 	}
 	var probe struct {
@@ -75,8 +75,10 @@ func KindOf(path string, body []byte) Kind {
 	return KindUnknown
 }
 
-// kindFromPath is the kind a request path names (KindUnknown if none).
-func kindFromPath(path string) Kind {
+// KindOfPath is the kind a request path names (KindUnknown if none), by
+// suffix as the EPP's parsers claim paths; a query string or a trailing
+// slash is ignored.
+func KindOfPath(path string) Kind {
 	p := path
 	if i := strings.IndexByte(p, '?'); i >= 0 {
 		p = p[:i]

@@ -457,7 +457,7 @@ func packOwned(text []byte) []uint32 {
 // (or body-selected) chat completions and completions. ok=false means "use
 // the reference path".
 func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) {
-	kind := kindFromPath(path)
+	kind := KindOfPath(path)
 	switch kind {
 	case KindChatCompletions, KindCompletions, KindUnknown:
 	default:
