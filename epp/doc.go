@@ -3,11 +3,13 @@
 // ../shared/spec/epp.md, for use inside the simulator.
 //
 // This package holds the framework: the endpoint and request views the EPP
-// works on, the plugin interfaces (Filter, Scorer, Picker, DataProducer,
-// ProfileHandler, PreRequest and response hooks), the plugin registry, and
-// the Router that runs the director order of spec §2.1 and the scheduling
-// loop of §2.2–2.3. The plugins themselves live in sub-packages
-// (epp/picker, epp/scorer, epp/filter, epp/producer, ...); epp/config loads
+// works on, the plugin interfaces (RequestParser, Filter, Scorer, Picker,
+// DataProducer, ProfileHandler, PreRequest and response hooks), the plugin
+// registry, and the Router that runs the director order of spec §2.1 — body
+// parsing first: a body its parser rejects fails with a *BadRequestError
+// before any plugin runs — and the scheduling loop of §2.2–2.3. The plugins
+// themselves live in sub-packages (epp/parser, epp/picker, epp/scorer,
+// epp/filter, epp/producer, ...); epp/config loads
 // EndpointPickerConfig YAML and assembles a Router from a Registry.
 //
 // Boundary: epp never imports replica or sim. It sees endpoints only the way

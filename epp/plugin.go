@@ -70,6 +70,29 @@ type DataConsumer interface {
 	Consumes() []Dependency
 }
 
+// RequestParser is a request parser (requestHandler.parsers): it decodes a
+// request's body before anything else runs; an error fails the request with
+// HTTP 400 (spec §2.1 step 0).
+type RequestParser interface {
+	Plugin
+	// Claim tells whether the parser handles req.
+	Claim(req *Request) Claim
+	// ParseRequest decodes req's body. A non-nil error rejects the request.
+	ParseRequest(req *Request) error
+}
+
+// Claim is how a parser relates to a request: upstream parsers claim path
+// suffixes; the first configured parser claiming a request's path parses
+// it, and one that claims no paths is the fallback for unclaimed requests.
+type Claim uint8
+
+// Claims.
+const (
+	ClaimNone     Claim = iota // claims other paths
+	ClaimPath                  // claims the request's path
+	ClaimFallback              // claims no paths: parses what no other parser claims
+)
+
 // PreRequestHook runs after scheduling, before the request is sent to its
 // target (spec §2.1 step 12).
 type PreRequestHook interface {

@@ -24,6 +24,26 @@ type Profile struct {
 // (spec §2.3: ResourceExhausted, "no endpoints available").
 var ErrNoEndpoints = errors.New("no endpoints available")
 
+// ErrBadRequest matches (errors.Is) every *BadRequestError.
+var ErrBadRequest = errors.New("bad request")
+
+// BadRequestError is a request whose parser rejected its body: upstream
+// answers HTTP 400 before the director runs, so the request is never
+// admitted, scheduled, counted or indexed (spec §2.1 step 0).
+type BadRequestError struct {
+	Parser string // the parser's name
+	Err    error
+}
+
+func (e *BadRequestError) Error() string {
+	return fmt.Sprintf("bad request (HTTP 400 from %s): %v", e.Parser, e.Err)
+}
+
+func (e *BadRequestError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrBadRequest) true.
+func (e *BadRequestError) Is(target error) bool { return target == ErrBadRequest }
+
 // Run executes one profile on the candidates (spec §2.3). When trace is
 // non-nil it is filled with every intermediate value.
 func (p *Profile) Run(c *Cycle, req *Request, candidates []*Endpoint, trace *ProfileTrace) (*ProfileResult, error) {
@@ -92,6 +112,9 @@ func (p *Profile) Run(c *Cycle, req *Request, candidates []*Endpoint, trace *Pro
 // A Router is not safe for concurrent use; the simulator drives it from one
 // goroutine.
 type Router struct {
+	// Parsers are the request parsers in requestHandler.parsers order
+	// (spec §2.1 step 0); none means bodies are not checked.
+	Parsers   []RequestParser
 	Producers []DataProducer // in execution order (spec §1.3 step 7)
 	Profiles  []*Profile
 	Handler   ProfileHandler
@@ -153,14 +176,48 @@ func (r *Router) Candidates() []*Endpoint {
 	return eps
 }
 
-// Schedule routes one request: data producers, the scheduling loop and the
-// PreRequest hooks (spec §2.1 steps 5–12).
+// Parse runs the request parser that handles req (spec §2.1 step 0): the
+// first parser claiming it, else the first fallback parser. A parser's
+// error comes back as a *BadRequestError. With no parser for req (none
+// configured, or none claims it and there is no fallback) the body is not
+// checked.
+func (r *Router) Parse(req *Request) error {
+	var fallback RequestParser
+	for _, p := range r.Parsers {
+		switch p.Claim(req) {
+		case ClaimPath:
+			return parseWith(p, req)
+		case ClaimFallback:
+			if fallback == nil {
+				fallback = p
+			}
+		}
+	}
+	if fallback != nil {
+		return parseWith(fallback, req)
+	}
+	return nil
+}
+
+func parseWith(p RequestParser, req *Request) error {
+	if err := p.ParseRequest(req); err != nil {
+		return &BadRequestError{Parser: p.Name(), Err: err}
+	}
+	return nil
+}
+
+// Schedule routes one request: body parsing, data producers, the
+// scheduling loop and the PreRequest hooks (spec §2.1 steps 0, 5–12).
 func (r *Router) Schedule(c *Cycle, req *Request) (*Result, error) {
 	return r.ScheduleOn(c, req, r.Candidates())
 }
 
-// ScheduleOn is Schedule on an explicit candidate snapshot.
+// ScheduleOn is Schedule on an explicit candidate snapshot. A body its
+// parser rejects returns the *BadRequestError before any plugin runs.
 func (r *Router) ScheduleOn(c *Cycle, req *Request, candidates []*Endpoint) (*Result, error) {
+	if err := r.Parse(req); err != nil {
+		return nil, err
+	}
 	if len(candidates) == 0 {
 		return nil, fmt.Errorf("request %s: no endpoints", req.ID)
 	}

@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"maps"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -80,5 +82,37 @@ func TestForSource(t *testing.T) {
 	}
 	if !IsBuiltin("random") || IsBuiltin("x.yaml") {
 		t.Error("IsBuiltin")
+	}
+}
+
+// TestRunRejectsBadBodiesEveryBaseline: the EPP's request parsers run in
+// every configuration (spec §2.1 step 0), so the default config and every
+// baseline reject the same bodies, with the same reasons, and serve the
+// rest.
+func TestRunRejectsBadBodiesEveryBaseline(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "bad.jsonl")
+	lines := `{"model":"m","messages":[{"role":"user","content":"hello"}],"x_arrival_ms":0}
+{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x","tool_calls":"x"}],"x_arrival_ms":10}
+{"model":"m","prompt":"a prompt","max_tokens":5,"x_arrival_ms":20}
+{"model":"m","messages":[{"role":"user","content":"hey"}],"stream":"yes","temperature":1E400,"x_arrival_ms":30}
+{"model":"m","messages":[{"role":"user","content":"hello again"}],"stream":"yes","x_arrival_ms":40}
+`
+	if err := os.WriteFile(trace, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := testSpec(t, 0)
+	spec.Trace = trace
+	want := map[string]int{
+		"bad request (HTTP 400 from openai-parser): chat-completions request: messages[1].tool_calls: got a string, want an array":    1,
+		"bad request (HTTP 400 from openai-parser): chat-completions request: temperature: number 1E400 is outside the float64 range": 1,
+	}
+	for _, src := range []string{"default", "random", "least-queue", "round-robin", "oracle"} {
+		s, err := Run(spec, ForSource(src), Hooks{})
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if s.Requests.Total != 5 || s.Requests.Rejected != 2 || s.Requests.Complete != 3 || !maps.Equal(s.Requests.Reasons, want) {
+			t.Errorf("%s: requests %+v", src, s.Requests)
+		}
 	}
 }

@@ -3,9 +3,12 @@ package sim
 import (
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/config"
+	"github.com/eppsim/eppsim/epp/plugins"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/workload"
 )
@@ -212,5 +215,80 @@ func TestSamplingDoesNotChangeTheRun(t *testing.T) {
 	}
 	if n == 0 || plain.Events != sampled.Events || plain.SimTime != sampled.SimTime {
 		t.Fatalf("%d samples; events %d vs %d, sim time %d vs %d", n, plain.Events, sampled.Events, plain.SimTime, sampled.SimTime)
+	}
+}
+
+// TestRunRejectsBadBody: a body the EPP's parser rejects (spec §2.1 step
+// 0) ends as a Rejected record whose reason is the parse error, and the
+// run goes on: the requests around it are routed and served exactly as in
+// a run where it is never sent (it indexes nothing and occupies no
+// replica), and a closed-loop session continues after it.
+func TestRunRejectsBadBody(t *testing.T) {
+	chat := func(text, extra string) []byte {
+		return []byte(`{"model":"m","messages":[{"role":"user","content":"` + text + `"}]` + extra + `}`)
+	}
+	long := strings.Repeat("pack my box with five dozen liquor jugs ", 20)
+	at := func(id int64, sec float64, prompt []uint32, body []byte, endpoint string) *workload.Request {
+		r := req(id, int64(sec*float64(second)), prompt, 20)
+		r.Body, r.Endpoint = body, endpoint
+		return r
+	}
+	openLoop := func(withBad bool) []*workload.Request {
+		rs := []*workload.Request{at(0, 0, tokens(0, 600), chat("hello there", ""), workload.EndpointChat)}
+		if withBad {
+			rs = append(rs, at(1, 1, tokens(1000, 900), chat(long, `,"add_generation_prompt":"yes"`), workload.EndpointChat))
+		}
+		return append(rs,
+			at(2, 2, tokens(1000, 900), chat(long, ""), workload.EndpointChat),
+			at(3, 3, tokens(5000, 700), []byte(`{"model":"m","prompt":"something else"}`), workload.EndpointCompletions))
+	}
+	runEPP := func(rs []*workload.Request) (map[int64]Record, *Result) {
+		t.Helper()
+		l, err := config.Default(config.Options{Registry: plugins.Builtin(), Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := map[int64]Record{}
+		res, err := Run(&sliceSource{reqs: rs}, l.Router(), testFleet(t, 2, 2000), Options{OnRecord: func(r *Record) { recs[r.ID] = *r }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs, res
+	}
+	recs, res := runEPP(openLoop(true))
+	if res.Injected != 4 || res.Rejected != 1 || res.Completed != 3 || len(recs) != 4 {
+		t.Fatalf("result %+v, %d records", res, len(recs))
+	}
+	const reason = "bad request (HTTP 400 from openai-parser): chat-completions request: add_generation_prompt: got a string, want a boolean"
+	if bad := recs[1]; bad.Outcome != Rejected || bad.Reason != reason || bad.Replica != -1 || bad.HasPredicted || bad.Arrival != second {
+		t.Fatalf("bad body: %+v, want rejected at 1 s with reason %q", bad, reason)
+	}
+	ref, _ := runEPP(openLoop(false))
+	for _, id := range []int64{0, 2, 3} {
+		a, b := recs[id], ref[id]
+		if a.Outcome != Completed || a.Replica != b.Replica || a.HasPredicted != b.HasPredicted || a.Predicted != b.Predicted ||
+			a.PredictedBlocks != b.PredictedBlocks || a.CachedTokens != b.CachedTokens || a.TTFT != b.TTFT || a.E2E != b.E2E {
+			t.Errorf("request %d differs from the run without the bad body:\n%+v\n%+v", id, a, b)
+		}
+	}
+
+	// Closed loop: turn 1 is rejected when released; turn 2, whose
+	// previous turn never completes, goes at its trace arrival.
+	t0 := at(0, 0, tokens(0, 600), chat("hello there", ""), workload.EndpointChat)
+	t0.Session = "s"
+	t1 := at(1, 0.1, tokens(0, 900), chat("hello there, again", `,"messages":[{"role":"user","content":5}]`), workload.EndpointChat)
+	t1.Session, t1.Turn, t1.Prev, t1.AfterPrevious, t1.ThinkTime = "s", 1, 0, true, second
+	t2 := at(2, 5, tokens(0, 1200), chat("hello there, again and again", ""), workload.EndpointChat)
+	t2.Session, t2.Turn, t2.Prev, t2.AfterPrevious, t2.ThinkTime = "s", 2, 1, true, second
+	recs, res = runEPP([]*workload.Request{t0, t1, t2})
+	if res.Rejected != 1 || res.Completed != 2 {
+		t.Fatalf("closed loop: %+v", res)
+	}
+	if r := recs[1]; r.Outcome != Rejected || !strings.HasSuffix(r.Reason, "messages[0].content: got a number, want a string or an array of content blocks") ||
+		r.Arrival != recs[0].Completion+second {
+		t.Fatalf("closed-loop bad turn: %+v", r)
+	}
+	if r := recs[2]; r.Outcome != Completed || r.Arrival != 5*second {
+		t.Fatalf("turn after the rejected one: %+v", r)
 	}
 }

@@ -429,6 +429,11 @@ func explain(w io.Writer, l *config.Loaded, eps explainEndpoints, rq explainRequ
 			if err != nil {
 				return fmt.Errorf("endpoints[%d].history[%d]: %w", i, j, err)
 			}
+			// A history body the parser rejects would never have been
+			// routed (spec §2.1 step 0).
+			if err := r.Parse(req); err != nil {
+				return fmt.Errorf("endpoints[%d].history[%d]: %w", i, j, err)
+			}
 			c := &epp.Cycle{Now: int64(k) * ms}
 			cands := r.Candidates()
 			for _, p := range r.Producers {
@@ -468,6 +473,11 @@ func explain(w io.Writer, l *config.Loaded, eps explainEndpoints, rq explainRequ
 	c := &epp.Cycle{Now: now}
 	cands := r.Candidates()
 	res, schedErr := r.ScheduleOn(c, req, cands)
+	if errors.Is(schedErr, epp.ErrBadRequest) {
+		// Rejected before any plugin ran (spec §2.1 step 0).
+		fmt.Fprintf(w, "\nrequest rejected: %v\n", schedErr)
+		return withExitCode(1, schedErr)
+	}
 
 	printProduced(w, r, req, cands)
 	if schedErr != nil {

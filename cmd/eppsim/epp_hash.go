@@ -97,10 +97,14 @@ func eppHash(model string, blockSize int, body []byte) (*eppHashOutput, error) {
 	if !json.Valid(body) {
 		return nil, errors.New("request body is not valid JSON")
 	}
-	switch prefixhash.KindOf("", body) {
+	kind := prefixhash.KindOf("", body)
+	switch kind {
 	case prefixhash.KindChatCompletions, prefixhash.KindCompletions:
 	default:
 		return nil, errors.New(`request body: neither "messages" (chat completions) nor "prompt" (completions) in a JSON object`)
+	}
+	if err := prefixhash.CheckBody(kind, body); err != nil {
+		return nil, fmt.Errorf("the EPP rejects this body with HTTP 400 (spec §2.1 step 0): %w", err)
 	}
 	tr, err := (&prefixhash.Estimator{}).Tokenize("", body)
 	if err != nil {

@@ -111,7 +111,9 @@ func TestEPPHashErrors(t *testing.T) {
 		{`{"prompt":"x"}`, []string{"--model", "m", "--block-size", "0"}, "--block-size"},
 		{`{"prompt":`, []string{"--model", "m"}, "not valid JSON"},
 		{`{"input":"x"}`, []string{"--model", "m"}, "neither"},
-		{`{"messages":{}}`, []string{"--model", "m"}, "chat-completions body"},
+		{`{"messages":{}}`, []string{"--model", "m"}, "HTTP 400 (spec §2.1 step 0): chat-completions request: messages: got an object, want an array"},
+		{`{"messages":[],"add_generation_prompt":"yes"}`, []string{"--model", "m"}, "add_generation_prompt: got a string, want a boolean"},
+		{`{"prompt":"x","t":1E400}`, []string{"--model", "m"}, "t: number 1E400 is outside the float64 range"},
 		{``, []string{"--model", "m", "--request", "/nonexistent/file.json"}, "read request"},
 	} {
 		_, err := runHash(t, c.stdin, c.args...)

@@ -173,6 +173,34 @@ func TestEPPExplainFilters(t *testing.T) {
 	}
 }
 
+// TestEPPExplainBadBody: a request body the EPP's parser rejects is
+// reported as rejected (exit 1) before any plugin runs; a history body it
+// rejects is an input error (spec §2.1 step 0).
+func TestEPPExplainBadBody(t *testing.T) {
+	dir := t.TempDir()
+	req := filepath.Join(dir, "req.json")
+	if err := os.WriteFile(req, []byte(`{"model":"m","messages":[{"role":"user","content":"x","tool_calls":"x"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "epp", "explain", "--endpoints", "testdata/epp-explain-endpoints.yaml", "--request", req)
+	if err == nil || exitCode(err) != 1 {
+		t.Fatalf("err %v", err)
+	}
+	const want = "request rejected: bad request (HTTP 400 from openai-parser): chat-completions request: messages[0].tool_calls: got a string, want an array"
+	if !strings.Contains(out, want) || strings.Contains(out, "TokenizedPrompt") {
+		t.Errorf("output lacks %q or shows produced data:\n%s", want, out)
+	}
+	eps := filepath.Join(dir, "eps.yaml")
+	hist := "endpoints:\n- name: a\n  history:\n  - {body: {model: m, prompt: [1, \"x\"]}}\n"
+	if err := os.WriteFile(eps, []byte(hist), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCLI(t, "epp", "explain", "--endpoints", eps, "--request", "testdata/epp-explain-request.yaml")
+	if err == nil || !strings.Contains(err.Error(), "endpoints[0].history[0]: bad request (HTTP 400 from openai-parser): completions request: prompt[1]: prompt: mixed types in array") {
+		t.Errorf("err %v", err)
+	}
+}
+
 func TestEPPExplainBadInput(t *testing.T) {
 	dir := t.TempDir()
 	eps := filepath.Join(dir, "eps.yaml")

@@ -10,7 +10,8 @@ import (
 	yaml "sigs.k8s.io/yaml/goyaml.v2"
 )
 
-// Router assembles an epp.Router over the loaded plugin instances: data
+// Router assembles an epp.Router over the loaded plugin instances: the
+// request parsers in requestHandler.parsers order (spec §2.1 step 0), data
 // producers in execution order (spec §1.3 step 7), the profiles with their
 // filters, weighted scorers and picker (§2.3), the profile handler, and the
 // PreRequest hooks, response hooks and KV-event consumers in plugin
@@ -25,6 +26,13 @@ func (l *Loaded) Router() *epp.Router {
 	r := &epp.Router{
 		Producers: append([]epp.DataProducer(nil), l.producers...),
 		Handler:   l.handler,
+	}
+	for _, name := range l.Parsers {
+		for _, in := range l.Plugins {
+			if p, ok := in.Plugin.(epp.RequestParser); ok && in.Name == name {
+				r.Parsers = append(r.Parsers, p)
+			}
+		}
 	}
 	for _, p := range l.profiles {
 		cp := &epp.Profile{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/parser"
 	"github.com/eppsim/eppsim/epp/plugins"
 )
 
@@ -226,6 +227,7 @@ func fakeRegistry(log *[]string) *epp.Registry {
 	r.Register("failing-plugin", func(name string, _ json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
 		return nil, errors.New("boom")
 	})
+	parser.Register(r)
 	plugins.RegisterFallbacks(r)
 	return r
 }

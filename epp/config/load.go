@@ -307,6 +307,9 @@ func isParser(p epp.Plugin) bool {
 	if _, ok := p.(Parser); ok {
 		return true
 	}
+	if _, ok := p.(epp.RequestParser); ok {
+		return true
+	}
 	switch p.Type() {
 	case TypeOpenAIParser, TypeAnthropicParser, TypeVLLMHTTPParser, TypePassthroughParser, TypeVLLMGRPCParser:
 		return true

@@ -588,7 +588,20 @@ func TestRouterAssembly(t *testing.T) {
 	}
 	r.AddEndpoint(epp.EndpointInfo{Name: "a"})
 	r.AddEndpoint(epp.EndpointInfo{Name: "b"})
-	res, err := r.Schedule(&epp.Cycle{}, &epp.Request{ID: "r1"})
+	// The default parsers, in requestHandler.parsers order (spec §1.3).
+	var parsers []string
+	for _, p := range r.Parsers {
+		parsers = append(parsers, p.Name())
+	}
+	if !slices.Equal(parsers, defaultParsers) {
+		t.Errorf("parsers %v, want %v", parsers, defaultParsers)
+	}
+	// A body the parser rejects runs no plugin (spec §2.1 step 0).
+	_, err = r.Schedule(&epp.Cycle{}, &epp.Request{ID: "r0", Path: "/v1/completions", Body: []byte(`{"prompt":5}`)})
+	if !errors.Is(err, epp.ErrBadRequest) || len(log) != 0 {
+		t.Fatalf("bad body: err %v, plugin calls %v", err, log)
+	}
+	res, err := r.Schedule(&epp.Cycle{}, &epp.Request{ID: "r1", Path: "/v1/completions", Body: []byte(`{"prompt":"x"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,6 @@ type spec struct {
 const (
 	nativeMetrics = "simulated natively: the simulator scrapes every replica's vLLM gauges each --refresh-metrics-interval (default 50 ms) into the EPP's metrics (spec §7.1)"
 	nativeFleet   = "simulated natively: the endpoints are the simulated fleet, known to the EPP from the start"
-	nativeParser  = "simulated natively: requests reach the EPP as OpenAI-style JSON bodies, which the token producers read directly"
 	inertFlow     = "inert: flow control is off by default; with featureGates flowControl on, eppsim reports flow control as not simulated"
 )
 
@@ -77,7 +76,8 @@ func keyOf(typ string) func(name string) []epp.DataKey {
 func fallbackSpecs() []spec {
 	disaggNote := "; fallback: only the decode profile runs (as if every decider declined) and it is the primary profile"
 	return []spec{
-		// Data layer, discovery, parsing: provided by the simulator.
+		// Data layer and discovery: provided by the simulator (the parsers
+		// are simulated by epp/parser).
 		{typ: "metrics-data-source", infra: nativeMetrics},
 		{typ: "core-metrics-extractor", infra: nativeMetrics},
 		{typ: "endpoint-notification-source", infra: nativeFleet},
@@ -85,10 +85,6 @@ func fallbackSpecs() []spec {
 		{typ: "file-discovery", infra: nativeFleet},
 		{typ: "models-data-source", infra: "simulated natively: every replica serves the workload's model"},
 		{typ: "models-data-extractor", infra: "simulated natively: every replica serves the workload's model"},
-		{typ: "openai-parser", infra: nativeParser, kind: kParser},
-		{typ: "anthropic-parser", infra: nativeParser, kind: kParser},
-		{typ: "vllmhttp-parser", infra: nativeParser, kind: kParser},
-		{typ: "passthrough-parser", infra: nativeParser, kind: kParser},
 		// Flow-control defaults (spec §1.3 step 3).
 		{typ: "fcfs-ordering-policy", infra: inertFlow},
 		{typ: "global-strict-fairness-policy", infra: inertFlow},
@@ -160,9 +156,6 @@ func (s spec) factory() epp.Factory {
 		b := base{TypedName: epp.TypedName{PluginType: s.typ, PluginName: name}, spec: s}
 		b.deps = append([]epp.Dependency(nil), s.consumes...)
 		if s.infra != "" {
-			if s.kind == kParser {
-				return &infraParser{infra{b}}, nil
-			}
 			return &infra{b}, nil
 		}
 		ns := notSim{b}
@@ -303,12 +296,6 @@ type infra struct{ base }
 
 // Infrastructure implements Infrastructure.
 func (p *infra) Infrastructure() string { return p.spec.infra }
-
-// infraParser is an infrastructure request parser.
-type infraParser struct{ infra }
-
-// RequestParser marks a parser (config.Parser).
-func (*infraParser) RequestParser() {}
 
 // notSim is an accepted plugin that eppsim does not simulate.
 type notSim struct{ base }

@@ -8,7 +8,7 @@
 // entry of one of two kinds:
 //
 //   - Infrastructure: pieces the simulator provides natively (metric
-//     scraping, endpoint discovery, request parsing) or that are inert by
+//     scraping, endpoint discovery) or that are inert by
 //     default (flow-control policies with the flowControl gate off). They
 //     accept their parameters and do nothing; Infrastructure() says why.
 //   - Not simulated: plugins that need an outside service or hardware
@@ -25,6 +25,7 @@ package plugins
 import (
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/epp/filter"
+	"github.com/eppsim/eppsim/epp/parser"
 	"github.com/eppsim/eppsim/epp/picker"
 	"github.com/eppsim/eppsim/epp/producer"
 	"github.com/eppsim/eppsim/epp/profile"
@@ -37,6 +38,7 @@ func Builtin() *epp.Registry {
 	picker.Register(r)
 	scorer.Register(r)
 	filter.Register(r)
+	parser.Register(r)
 	profile.Register(r)
 	profile.RegisterDeciders(r)
 	producer.Register(r)

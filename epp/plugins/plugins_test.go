@@ -192,11 +192,31 @@ func TestFallbackBehaviour(t *testing.T) {
 	if got := dp.PickProfiles(nil, nil, profiles, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{"prefill", "d"}) {
 		t.Errorf("dp picked %v", got)
 	}
-	if _, ok := mk("openai-parser", "").(config.Parser); !ok {
-		t.Error("openai-parser is not a config.Parser")
+	if _, ok := mk("vllmgrpc-parser", "").(config.Parser); !ok {
+		t.Error("vllmgrpc-parser is not a config.Parser")
 	}
-	if _, ok := mk("openai-parser", "").(epp.NotSimulated); ok {
-		t.Error("infrastructure reported as not simulated")
+	if _, ok := mk("vllmgrpc-parser", "").(epp.RequestParser); ok {
+		t.Error("vllmgrpc-parser fallback parses requests")
+	}
+}
+
+// The request parsers of epp/parser are simulated: config.Parser and
+// epp.RequestParser, neither infrastructure nor not simulated.
+func TestParsersSimulated(t *testing.T) {
+	r := plugins.Builtin()
+	for _, typ := range []string{"openai-parser", "anthropic-parser", "vllmhttp-parser", "passthrough-parser"} {
+		f, _ := r.Lookup(typ)
+		p, err := f(typ, nil, epp.NewHandle(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, cp := p.(config.Parser)
+		_, rp := p.(epp.RequestParser)
+		_, ns := p.(epp.NotSimulated)
+		_, in := p.(plugins.Infrastructure)
+		if !cp || !rp || ns || in {
+			t.Errorf("%s: config.Parser %v, epp.RequestParser %v, not simulated %v, infrastructure %v", typ, cp, rp, ns, in)
+		}
 	}
 }
 

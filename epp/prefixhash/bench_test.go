@@ -35,9 +35,8 @@ func BenchmarkBlockHashes12k(b *testing.B) {
 	}
 }
 
-// BenchmarkTokenizeChat48KB runs the estimate tokenizer on a 48 KB
-// multi-turn chat body.
-func BenchmarkTokenizeChat48KB(b *testing.B) {
+// benchChatBody is a 48 KB multi-turn chat body.
+func benchChatBody() []byte {
 	text := benchText(48000)
 	var msgs []map[string]string
 	for i := 0; i < 8; i++ {
@@ -48,6 +47,19 @@ func BenchmarkTokenizeChat48KB(b *testing.B) {
 		msgs = append(msgs, map[string]string{"role": role, "content": text[i*6000 : (i+1)*6000]})
 	}
 	body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+	return body
+}
+
+// benchCompletionsBody is a 48 KB completions body.
+func benchCompletionsBody() []byte {
+	body, _ := json.Marshal(map[string]any{"model": "m", "prompt": benchText(48000)})
+	return body
+}
+
+// BenchmarkTokenizeChat48KB runs the estimate tokenizer on a 48 KB
+// multi-turn chat body.
+func BenchmarkTokenizeChat48KB(b *testing.B) {
+	body := benchChatBody()
 	e := &Estimator{}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -60,12 +72,38 @@ func BenchmarkTokenizeChat48KB(b *testing.B) {
 
 // BenchmarkTokenizeCompletions48KB is the same for a completions body.
 func BenchmarkTokenizeCompletions48KB(b *testing.B) {
-	body, _ := json.Marshal(map[string]any{"model": "m", "prompt": benchText(48000)})
+	body := benchCompletionsBody()
 	e := &Estimator{}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := e.Tokenize("/v1/completions", body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckBodyChat48KB runs the parser's body check (spec §2.1
+// step 0) on the 48 KB chat body; it runs for every request, before the
+// tokenizer.
+func BenchmarkCheckBodyChat48KB(b *testing.B) {
+	body := benchChatBody()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckBody(KindChatCompletions, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckBodyCompletions48KB is the same for the completions body.
+func BenchmarkCheckBodyCompletions48KB(b *testing.B) {
+	body := benchCompletionsBody()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckBody(KindCompletions, body); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -53,7 +53,7 @@ func (k Kind) String() string {
 // path the body decides: "messages" → chat completions, "prompt" →
 // completions, "token_ids" → generate.
 func KindOf(path string, body []byte) Kind {
-	if k := kindFromPath(path); k != KindUnknown {
+	if k := KindOfPath(path); k != KindUnknown {
 		return k
 	}
 	var probe struct {
@@ -75,8 +75,10 @@ func KindOf(path string, body []byte) Kind {
 	return KindUnknown
 }
 
-// kindFromPath is the kind a request path names (KindUnknown if none).
-func kindFromPath(path string) Kind {
+// KindOfPath is the kind a request path names (KindUnknown if none), by
+// suffix as the EPP's parsers claim paths; a query string or a trailing
+// slash is ignored.
+func KindOfPath(path string) Kind {
 	p := path
 	if i := strings.IndexByte(p, '?'); i >= 0 {
 		p = p[:i]
@@ -105,16 +107,25 @@ func kindFromPath(path string) Kind {
 // ErrUnsupportedBody is returned for a body the estimate backend cannot read.
 var ErrUnsupportedBody = errors.New("unsupported request body type")
 
-// chatBody is /v1/chat/completions.
+// chatBody is /v1/chat/completions (ChatCompletionsRequest). The
+// chat-template fields are not read, but their declared types decide which
+// bodies the parser rejects (spec §2.1 step 0).
 type chatBody struct {
-	Messages  []chatMessage `json:"messages,omitempty"`
-	Tools     []any         `json:"tools,omitempty"`
-	CacheSalt string        `json:"cache_salt,omitempty"`
+	Messages                  []chatMessage  `json:"messages,omitempty"`
+	Tools                     []any          `json:"tools,omitempty"`
+	Documents                 []any          `json:"documents,omitempty"`
+	ChatTemplate              string         `json:"chat_template,omitempty"`
+	ReturnAssistantTokensMask bool           `json:"return_assistant_tokens_mask,omitempty"`
+	ContinueFinalMessage      bool           `json:"continue_final_message,omitempty"`
+	AddGenerationPrompt       bool           `json:"add_generation_prompt,omitempty"`
+	ChatTemplateKWArgs        map[string]any `json:"chat_template_kwargs,omitempty"`
+	CacheSalt                 string         `json:"cache_salt,omitempty"`
 }
 
 type chatMessage struct {
-	Role    string      `json:"role,omitempty"`
-	Content chatContent `json:"content"`
+	Role      string      `json:"role,omitempty"`
+	Content   chatContent `json:"content"`
+	ToolCalls []any       `json:"tool_calls,omitempty"`
 }
 
 // chatContent is a message content: a plain string or a list of blocks.
@@ -137,13 +148,15 @@ func (c *chatContent) UnmarshalJSON(data []byte) error {
 	return errors.New("content format not supported")
 }
 
+// contentBlock is upstream's ContentBlock. It has no audio_url field: an
+// "audio_url" key is unknown, whatever its value, and an audio_url block
+// reads input_audio like an input_audio block (spec §5.2.1).
 type contentBlock struct {
 	Type       string     `json:"type"`
 	Text       string     `json:"text,omitempty"`
 	ImageURL   urlBlock   `json:"image_url"`
 	InputAudio audioBlock `json:"input_audio"`
 	VideoURL   urlBlock   `json:"video_url"`
-	AudioURL   urlBlock   `json:"audio_url"`
 }
 
 type urlBlock struct {
@@ -278,10 +291,40 @@ type conversationItem struct {
 	Content any    `json:"content,omitempty"`
 }
 
-// generateBody is vLLM's tokens-in /generate.
+// generateBody is vLLM's tokens-in /generate (GenerateRequest). Upstream
+// decodes it through its own UnmarshalJSON: the token IDs as float64s, each
+// required to be an integer in [0, 2^32), and the multimodal features block
+// (which eppsim does not use, but whose types can reject a body).
 type generateBody struct {
-	TokenIDs  []uint32 `json:"token_ids"`
-	CacheSalt string   `json:"cache_salt,omitempty"`
+	TokenIDs  []uint32
+	CacheSalt string
+}
+
+func (g *generateBody) UnmarshalJSON(data []byte) error {
+	var wire struct {
+		TokenIDs  []float64 `json:"token_ids"`
+		CacheSalt string    `json:"cache_salt,omitempty"`
+		Features  *struct {
+			MMHashes       map[string][]string `json:"mm_hashes"`
+			MMPlaceholders map[string][]struct {
+				Offset int `json:"offset"`
+				Length int `json:"length"`
+			} `json:"mm_placeholders"`
+		} `json:"features,omitempty"`
+	}
+	if err := json.Unmarshal(data, &wire); err != nil {
+		return err
+	}
+	ids := make([]uint32, len(wire.TokenIDs))
+	for i, f := range wire.TokenIDs {
+		id, ok := tokenID(f)
+		if !ok {
+			return fmt.Errorf("token_ids[%d]: %v is not a token ID", i, f)
+		}
+		ids[i] = id
+	}
+	g.TokenIDs, g.CacheSalt = ids, wire.CacheSalt
+	return nil
 }
 
 // messagesBody is Anthropic /v1/messages.
@@ -318,14 +361,15 @@ func (c *anthropicContent) UnmarshalJSON(data []byte) error {
 }
 
 type anthropicBlock struct {
-	Type     string           `json:"type"`
-	Text     string           `json:"text,omitempty"`
-	Thinking string           `json:"thinking,omitempty"`
-	ID       string           `json:"id,omitempty"`
-	Name     string           `json:"name,omitempty"`
-	Input    json.RawMessage  `json:"input,omitempty"`
-	Content  anthropicContent `json:"content"`
-	Source   *anthropicSource `json:"source,omitempty"`
+	Type      string           `json:"type"`
+	Text      string           `json:"text,omitempty"`
+	Thinking  string           `json:"thinking,omitempty"`
+	ID        string           `json:"id,omitempty"`
+	Name      string           `json:"name,omitempty"`
+	Input     json.RawMessage  `json:"input,omitempty"`
+	ToolUseID string           `json:"tool_use_id,omitempty"`
+	Content   anthropicContent `json:"content"`
+	Source    *anthropicSource `json:"source,omitempty"`
 }
 
 type anthropicSource struct {

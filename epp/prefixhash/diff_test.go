@@ -12,6 +12,9 @@ import (
 type genJSON struct {
 	r *rand.Rand
 	b strings.Builder
+	// keys and numbers replace genKeys and the default number literals
+	// when set.
+	keys, numbers []string
 }
 
 var genKeys = []string{"messages", "prompt", "cache_salt", "tools", "token_ids", "role", "content", "type", "text",
@@ -37,6 +40,10 @@ func (g *genJSON) value(depth int) {
 	case 0, 1:
 		g.str()
 	case 2:
+		if g.numbers != nil && g.r.IntN(2) == 0 {
+			g.b.WriteString(g.numbers[g.r.IntN(len(g.numbers))])
+			break
+		}
 		g.b.WriteString([]string{"null", "true", "1", "-2.5e3", "0", "7"}[g.r.IntN(6)])
 	case 3:
 		g.str()
@@ -61,7 +68,11 @@ func (g *genJSON) object(depth int) {
 		if i > 0 {
 			g.b.WriteByte(',')
 		}
-		g.b.WriteString(`"` + genKeys[g.r.IntN(len(genKeys))] + `":`)
+		keys := genKeys
+		if g.keys != nil {
+			keys = g.keys
+		}
+		g.b.WriteString(`"` + keys[g.r.IntN(len(keys))] + `":`)
 		g.value(depth)
 	}
 	g.b.WriteByte('}')

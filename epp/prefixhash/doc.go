@@ -15,6 +15,14 @@
 //
 // Both reproduce the values the real code (llm-d-router ebab687) produces;
 // ../shared/golden/epp-golden.json "hash_cases" is the conformance suite.
+// Audio blocks (input_audio and audio_url alike, §5.2.1) hash
+// input_audio.data+format and count max(1, ceil(len(data+format)/4))
+// placeholder tokens; an audio_url block's own URL is ignored.
+//
+// CheckBody (parse.go) decides which bodies the EPP's request parsers
+// reject before anything else runs (§2.1 step 0): invalid JSON, a number
+// outside the float64 range, or a value whose JSON type does not fit a
+// field the parser's typed request structs declare.
 //
 // Conventions chosen where the spec leaves a gap (documented here and in
 // README-level docs by the caller):
@@ -24,9 +32,7 @@
 //   - Images whose URL is not a decodable base64 data URL count as the
 //     default 640×360 image: 640·360/1024 = 225 placeholder tokens. Videos
 //     use the configured/default estimator (10 s × 2 fps × 225 = 4500
-//     tokens); the x-llm-d-video-* request headers are not read. Audio counts
-//     ceil(len(data)/4) placeholder tokens (input_audio: the base64 data;
-//     audio_url: the URL), at least one.
+//     tokens); the x-llm-d-video-* request headers are not read.
 //   - JSON values that the EPP re-serialises (chat tools, Responses,
 //     Conversations and Embeddings inputs) are decoded with encoding/json into
 //     interface values and re-encoded with json.Marshal: compact, object keys

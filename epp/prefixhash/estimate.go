@@ -186,10 +186,12 @@ func (e *Estimator) chatBytes(b *chatBody) ([]byte, []epp.MultiModalFeature) {
 				out, feats = appendMM(out, feats, ModalityImage, blk.ImageURL.URL, e.cfg.imageCount(blk.ImageURL.URL))
 			case "video_url":
 				out, feats = appendMM(out, feats, ModalityVideo, blk.VideoURL.URL, e.cfg.videoCount())
-			case "audio_url":
-				out, feats = appendMM(out, feats, ModalityAudio, blk.AudioURL.URL, audioCount(blk.AudioURL.URL))
-			case "input_audio":
-				out, feats = appendMM(out, feats, ModalityAudio, blk.InputAudio.Data+blk.InputAudio.Format, audioCount(blk.InputAudio.Data))
+			case "input_audio", "audio_url":
+				// Both read input_audio: the asset is data+format, counted
+				// by its own length (spec §5.2.1). An audio_url block's URL
+				// is not a field upstream, so it hashes "" with count 1.
+				asset := blk.InputAudio.Data + blk.InputAudio.Format
+				out, feats = appendMM(out, feats, ModalityAudio, asset, audioCount(asset))
 			}
 		}
 	}

@@ -457,7 +457,7 @@ func packOwned(text []byte) []uint32 {
 // (or body-selected) chat completions and completions. ok=false means "use
 // the reference path".
 func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) {
-	kind := kindFromPath(path)
+	kind := KindOfPath(path)
 	switch kind {
 	case KindChatCompletions, KindCompletions, KindUnknown:
 	default:
@@ -473,18 +473,35 @@ func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) 
 		seen       [5]bool
 		promptKind byte // 's' string, 'a' array of strings, 0 none
 		chatOK     bool // messages decoded into out
+		// A chat-template field of the wrong JSON type: chat bodies then
+		// go to the reference path (which rejects them); completions
+		// bodies do not declare these fields.
+		chatBad bool
 	)
 	// First pass over the top level: find the fields, validate the rest.
 	okTop := s.objectKeys(func(key []byte) bool {
-		f, ok := field(key, "messages", "prompt", "cache_salt", "tools", "token_ids")
+		f, ok := field(key, "messages", "prompt", "cache_salt", "tools", "token_ids",
+			"documents", "chat_template", "return_assistant_tokens_mask", "continue_final_message",
+			"add_generation_prompt", "chat_template_kwargs")
 		if !ok {
 			return false
 		}
-		if f >= 0 {
+		if f >= 0 && f < len(seen) {
 			if seen[f] {
 				return false // duplicate: "last wins" nuances left to encoding/json
 			}
 			seen[f] = true
+		}
+		if f >= len(seen) {
+			// The chat-template fields of ChatCompletionsRequest: only their
+			// JSON type matters (spec §2.1 step 0).
+			want := [...]byte{'[', '"', 't', 't', 't', '{'}[f-len(seen)]
+			switch c := s.peek(); {
+			case c == 'n', c == want, want == 't' && c == 'f':
+			default:
+				chatBad = true
+			}
+			return s.skipValue(1)
 		}
 		switch f {
 		case 0: // messages
@@ -565,6 +582,9 @@ func fastTokenize(path string, body []byte) (tr *epp.TokenizedRequest, ok bool) 
 			return nil, false
 		}
 	}
+	if kind == KindChatCompletions && chatBad {
+		return nil, false
+	}
 	tr = &epp.TokenizedRequest{CacheSalt: string(salt)}
 	switch kind {
 	case KindCompletions:
@@ -619,11 +639,18 @@ func (s *fscan) appendMessages(out []byte) ([]byte, bool) {
 			contentAt := -1 // where content was decoded before its role
 			role = role[:0]
 			ok := s.objectKeys(func(key []byte) bool {
-				f, ok := field(key, "role", "content")
+				f, ok := field(key, "role", "content", "tool_calls")
 				if !ok {
 					return false
 				}
 				switch f {
+				case 2:
+					// tool_calls ([]any): an array or null, else left to
+					// the reference path (which rejects it).
+					if c := s.peek(); c != '[' && c != 'n' {
+						return false
+					}
+					return s.skipValue(3)
 				case 0:
 					if roleSeen || s.peek() != '"' {
 						return false
@@ -695,7 +722,9 @@ func (s *fscan) appendContent(out []byte) ([]byte, bool) {
 		var typSeen, textSeen bool
 		typ, text = typ[:0], text[:0]
 		ok := s.objectKeys(func(key []byte) bool {
-			f, ok := field(key, "type", "text", "image_url", "input_audio", "video_url", "audio_url")
+			// No audio_url: upstream's ContentBlock has no such field, so
+			// the key is skipped like any unknown one (spec §5.2.1).
+			f, ok := field(key, "type", "text", "image_url", "input_audio", "video_url")
 			switch {
 			case !ok || f >= 2:
 				return false

@@ -50,6 +50,14 @@ var fuzzSeeds = []string{
 	`{"model":"m","prompt":"the cache prefix router token block replica latency model\n request \u00e9\"x\" the end"}`,
 	`{"messages":[{"role":"user","content":"the cache prefix router token block replica latency héllo wörld 😀 model request"}]}`,
 	"{\"model\":\"m\",\"prompt\":\"the cache prefix router token block replica latency model \xc3 request\"}",
+	// Chat-template fields and tool calls, well and badly typed (spec §2.1
+	// step 0), and audio blocks (§5.2.1).
+	`{"messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}],"add_generation_prompt":true,"documents":[],"chat_template":"t","chat_template_kwargs":{"a":1}}`,
+	`{"messages":[{"role":"assistant","content":"x","tool_calls":"x"}]}`,
+	`{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":"yes","continue_final_message":1,"return_assistant_tokens_mask":null}`,
+	`{"prompt":"p","documents":"d","chat_template_kwargs":5}`,
+	`{"messages":[{"role":"user","content":[{"type":"text","text":"a","audio_url":"s"},{"type":"audio_url","audio_url":"a.wav"}]}]}`,
+	`{"messages":[{"role":"user","content":"x"}],"temperature":1E400}`,
 }
 
 func FuzzTokenize(f *testing.F) {

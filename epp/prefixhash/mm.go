@@ -282,7 +282,8 @@ func clampFrames(n int, fr Frames) int {
 	return n
 }
 
-// audioCount is the placeholder count of one audio clip: ceil(len/4), ≥ 1.
-func audioCount(data string) int {
-	return max((len(data)+BytesPerToken-1)/BytesPerToken, 1)
+// audioCount is the placeholder count of one audio clip whose asset string
+// (input_audio data+format, spec §5.2.1) is asset: ceil(len/4), at least 1.
+func audioCount(asset string) int {
+	return max((len(asset)+BytesPerToken-1)/BytesPerToken, 1)
 }
