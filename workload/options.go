@@ -218,7 +218,7 @@ func (o *Options) withDefaults() (Options, error) {
 		c.BytesPerToken = DefaultBytesPerToken
 	}
 	if c.Tokenizer == nil {
-		t, err := NewTokenizer()
+		t, err := sharedTokenizer()
 		if err != nil {
 			return c, err
 		}

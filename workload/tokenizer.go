@@ -51,6 +51,13 @@ func NewTokenizer() (*Tokenizer, error) {
 	return &Tokenizer{codec: c}, nil
 }
 
+// sharedTokenizer is the tokenizer of every source that is not given one
+// (Options.Tokenizer). A Tokenizer is safe for concurrent use and its lazily
+// built tables never change once built, so one per process serves every
+// run and sweep point, instead of each source rebuilding the BPE table
+// (tens of milliseconds, more under the race detector).
+var sharedTokenizer = sync.OnceValues(NewTokenizer)
+
 // Encode tokenizes s as plain text (no special tokens, no BOS).
 func (t *Tokenizer) Encode(s string) ([]uint32, error) {
 	if s == "" {

@@ -286,9 +286,6 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) (int, time.Durat
 // "interrupted", exits 130 and leaves no file (temporary or spooled) and no
 // new --out directory behind.
 func TestRunInterrupted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts eppsim processes")
-	}
 	trace := heavyTrace(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -328,9 +325,6 @@ func waitForFiles(t *testing.T, dir string, limit time.Duration) {
 // even with long points in flight: exit 130, the log stays resumable, and
 // the message says how to resume.
 func TestSweepInterrupted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts eppsim processes")
-	}
 	trace := heavyTrace(t)
 	out := filepath.Join(t.TempDir(), "sweep")
 	args := []string{"sweep", "--trace", trace, "--replicas", "2", "--vary", "queue-scorer.weight=1,2,3,4",

@@ -65,9 +65,6 @@ func shellWords(t *testing.T, s string) []string {
 // lines create. Simulations are cut short (--max-requests, --budget) and
 // the whole example must succeed (diff may report a regression: exit 1).
 func TestHelpExamplesRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs every help example")
-	}
 	var visit func(c *cobra.Command)
 	var all []*cobra.Command
 	visit = func(c *cobra.Command) {
