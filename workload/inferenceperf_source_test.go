@@ -587,3 +587,33 @@ func TestInferencePerfOpen(t *testing.T) {
 		t.Errorf("time scale 2: %d vs %d", b[999].Arrival, a[999].Arrival)
 	}
 }
+
+// TestInferencePerfOpenAIRoundTrip: the traffic written as OpenAI JSONL
+// (what `eppsim trace synth --from inference-perf` writes) reads back as the
+// same requests, stages included.
+func TestInferencePerfOpenAIRoundTrip(t *testing.T) {
+	for _, api := range []string{"completion", "chat"} {
+		yml := strings.Replace(iperfConfig("poisson", "1"), "data:", "api: {type: "+api+", streaming: true}\ndata:", 1)
+		want := iperfDrain(t, yml, Options{Seed: 9})
+		var buf bytes.Buffer
+		for _, r := range want {
+			if err := WriteOpenAI(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := readAll(t, "rt.jsonl", buf.String(), Options{})
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d requests read back, want %d", api, len(got), len(want))
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Arrival != w.Arrival || g.Stage != w.Stage || g.Endpoint != w.Endpoint || g.Model != w.Model ||
+				g.OutputTokens != w.OutputTokens || !bytes.Equal(g.Body, w.Body) || !slices.Equal(g.PromptTokens, w.PromptTokens) {
+				t.Fatalf("%s: request %d differs after the round trip:\n got %+v\nwant %+v", api, i, g, w)
+			}
+		}
+		if want[len(want)-1].Stage != 1 {
+			t.Fatalf("%s: no second stage", api)
+		}
+	}
+}
