@@ -37,11 +37,12 @@ type specFlags struct {
 	netLatency  time.Duration
 	sampleEvery time.Duration
 	checkInvar  bool
+	iperf       iperfFlags
 }
 
 func (f *specFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.trace, "trace", workload.DefaultWorkload, "trace file, or builtin:NAME for an embedded workload")
-	fl.StringVar(&f.format, "format", "auto", "trace format (auto, mooncake, alibaba, openai, sharegpt, azure)")
+	fl.StringVar(&f.trace, "trace", workload.DefaultWorkload, "trace file, builtin:NAME for an embedded workload, or inference-perf:FILE.yaml for an inference-perf config's traffic")
+	fl.StringVar(&f.format, "format", "auto", "trace format (auto, mooncake, alibaba, openai, sharegpt, azure, inference-perf)")
 	fl.StringVar(&f.mode, "mode", "", "replay mode: open (trace timestamps) or closed (sessions); default per format")
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace timestamps by this factor (0 = as recorded)")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip malformed trace lines (counted and reported)")
@@ -62,6 +63,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.netLatency, "network-latency", 0, "network latency added before a request reaches its replica")
 	fl.DurationVar(&f.sampleEvery, "timeseries-interval", 10*time.Second, "time-series sampling period (with --out)")
 	fl.BoolVar(&f.checkInvar, "check-invariants", false, "verify replica invariants after every step (slow; debugging)")
+	f.iperf.register(fl)
 }
 
 // spec builds the scenario the flags describe.
@@ -145,5 +147,8 @@ func (f *specFlags) workloadOptions() (workload.Options, error) {
 	o.TimeScale = f.timeScale
 	o.SkipInvalid = f.skipInvalid
 	o.Seed = int64(f.seed)
+	if err := f.iperf.apply(&o); err != nil {
+		return o, err
+	}
 	return o, nil
 }
