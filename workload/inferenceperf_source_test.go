@@ -617,3 +617,17 @@ func TestInferencePerfOpenAIRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestInferencePerfLimits(t *testing.T) {
+	for _, tc := range []struct{ yml, want string }{
+		{"data: {type: shared_prefix, shared_prefix: {system_prompt_len: 1048576}}\nload: {stages: [{rate: 1, duration: 1}]}\n",
+			"big.yaml: data: a text segment of 1097859 tokens (after token inflation) exceeds the limit of 1048576"},
+		{"data: {type: shared_prefix, shared_prefix: {question_len: 20000}}\nload: {stages: [{rate: 1, duration: 1}]}\n",
+			"big.yaml: data: prompts of 21045 tokens exceed the limit of 16384"},
+	} {
+		_, err := NewSource(strings.NewReader(tc.yml), "big.yaml", opts(Options{Format: FormatInferencePerf, MaxPromptTokens: 1 << 14}))
+		if err == nil || err.Error() != tc.want || !IsInputError(err) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
