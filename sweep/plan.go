@@ -262,8 +262,9 @@ func specDoc(sw Sweep, spec *scenario.Spec, b *base, n int) (SpecDoc, error) {
 	if sw.Random > 0 {
 		d.RandomSeed = sw.RandomSeed
 	}
-	if !strings.HasPrefix(spec.Trace, "builtin:") {
-		sum, err := fileSHA256(spec.Trace)
+	if !strings.HasPrefix(spec.Trace, workload.BuiltinPrefix) {
+		// An inference-perf config is identified by the config file.
+		sum, err := fileSHA256(strings.TrimPrefix(spec.Trace, workload.InferencePerfPrefix))
 		if err != nil {
 			return d, fmt.Errorf("--trace: %w", err)
 		}

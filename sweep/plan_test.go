@@ -13,6 +13,7 @@ import (
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/scenario"
 	"github.com/eppsim/eppsim/sim"
+	"github.com/eppsim/eppsim/workload"
 )
 
 // testSpec is a tiny scenario: the embedded chat workload, maxRequests
@@ -261,5 +262,24 @@ func TestHashIgnoresPaths(t *testing.T) {
 	e.BaseEPP = "other"
 	if d.Hash() == e.Hash() {
 		t.Error("hash ignores the base config")
+	}
+}
+
+// TestPlanInferencePerfTrace: an inference-perf config as the trace is
+// identified by the content of the config file.
+func TestPlanInferencePerfTrace(t *testing.T) {
+	const path = "../workload/testdata/inference-perf/codegen.yaml"
+	spec := testSpec(t, 10)
+	spec.Trace = workload.InferencePerfPrefix + path
+	p, err := NewPlan(Sweep{Spec: spec, Dims: mustDims(t, "replicas=1,2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := fileSHA256(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Doc(); d.Trace != spec.Trace || d.TraceSHA256 != want {
+		t.Errorf("trace %q sha256 %q, want %q", d.Trace, d.TraceSHA256, want)
 	}
 }

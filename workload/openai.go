@@ -23,6 +23,7 @@ import (
 //	x_output_text    the answer text; gives OutputTokenIDs
 //	x_think_ms       closed-loop think time before this turn (default: the gap
 //	                 to the previous turn's arrival, or a draw from Options.ThinkTime)
+//	x_stage          0-based load stage (Request.Stage; default 0)
 //
 // Lines are decoded by openaiFast (openai_fast.go) in one pass when they are
 // of a shape it fully understands, else by encoding/json; both yield the same
@@ -64,6 +65,7 @@ type openaiX struct {
 	OutputTokens *int64          `json:"x_output_tokens"`
 	OutputText   *string         `json:"x_output_text"`
 	ThinkMs      json.RawMessage `json:"x_think_ms"`
+	Stage        *int            `json:"x_stage"`
 }
 
 func (x *openaiX) merge(o *openaiX) {
@@ -84,6 +86,9 @@ func (x *openaiX) merge(o *openaiX) {
 	}
 	if x.ThinkMs == nil {
 		x.ThinkMs = o.ThinkMs
+	}
+	if x.Stage == nil {
+		x.Stage = o.Stage
 	}
 }
 
@@ -275,6 +280,9 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	if x.Turn != nil && *x.Turn < 0 {
 		return nil, r.bad("x_turn", "must be >= 0, got %d", *x.Turn)
 	}
+	if x.Stage != nil && *x.Stage < 0 {
+		return nil, r.bad("x_stage", "must be >= 0, got %d", *x.Stage)
+	}
 	sid := ""
 	if x.SessionID != nil {
 		sid = string(*x.SessionID)
@@ -311,6 +319,9 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	r.nextID++
 	if x.OutputText != nil {
 		req.OutputText = *x.OutputText
+	}
+	if x.Stage != nil {
+		req.Stage = *x.Stage
 	}
 	if body.CacheSalt != nil {
 		req.CacheSalt = *body.CacheSalt

@@ -13,7 +13,7 @@ package workload
 //   - known fields have the types the general path accepts without an error:
 //     strings (or null) for url, model, cache_salt, x_output_text and role;
 //     integers of at most 18 digits (or null) for max_tokens,
-//     max_completion_tokens, x_output_tokens and x_turn; a string or number
+//     max_completion_tokens, x_output_tokens, x_turn and x_stage; a string or number
 //     (or null) for x_session_id; an array of objects (or null) for
 //     messages; a string, null or an array of objects with a string "type"
 //     and a string or null "text" for a content; any value for
@@ -37,7 +37,7 @@ type openaiFastObj struct {
 
 	url, model, cacheSalt, outText    string
 	maxTokens, maxCompletion, outToks int64
-	turn                              int
+	turn, stage                       int
 	sid                               flexID
 	arrival, think, prompt, messages  []byte // raw values
 	body                              []byte // the envelope's raw body
@@ -83,13 +83,14 @@ const (
 	okOutTokens
 	okOutText
 	okThink
+	okStage
 )
 
 // openaiKeyNames lists the known keys of the envelope and the body; a key
 // equal to one of them ignoring case makes the line decline.
 var openaiKeyNames = [...]string{"url", "body", "model", "messages", "prompt", "max_tokens",
 	"max_completion_tokens", "cache_salt", "x_arrival_ms", "x_session_id", "x_turn",
-	"x_output_tokens", "x_output_text", "x_think_ms"}
+	"x_output_tokens", "x_output_text", "x_think_ms", "x_stage"}
 
 // decode reads line; false means the general path must decide it.
 func (f *openaiFast) decode(line []byte) bool {
@@ -177,11 +178,15 @@ func (f *openaiFast) value(o *openaiFastObj, bit int) bool {
 		o.maxCompletion, ok = c.int64()
 	case okOutTokens:
 		o.outToks, ok = c.int64()
-	case okTurn:
+	case okTurn, okStage:
 		var v int64
 		v, ok = c.int64()
-		o.turn = int(v)
-		ok = ok && int64(o.turn) == v
+		dst := &o.turn
+		if bit == okStage {
+			dst = &o.stage
+		}
+		*dst = int(v)
+		ok = ok && int64(*dst) == v
 	case okSession:
 		o.sid, ok = c.flexID()
 	case okBody:
@@ -440,6 +445,9 @@ func (o *openaiFastObj) fillX(x *openaiX) {
 	}
 	if o.seen&okThink != 0 {
 		x.ThinkMs = o.think
+	}
+	if o.set&okStage != 0 {
+		x.Stage = &o.stage
 	}
 }
 

@@ -112,6 +112,7 @@ func diffDecoded(fenv, env *openaiEnvelope, fbody, body *openaiBody) string {
 		eqPtr(p+"x_output_tokens", a.OutputTokens, b.OutputTokens)
 		eqPtr(p+"x_output_text", a.OutputText, b.OutputText)
 		eqRaw(p+"x_think_ms", a.ThinkMs, b.ThinkMs)
+		eqPtr(p+"x_stage", a.Stage, b.Stage)
 	}
 	eqPtr("url", fenv.URL, env.URL)
 	eqRaw("body", fenv.Body, env.Body)
@@ -248,7 +249,7 @@ func variants(t testing.TB, data []byte) map[string][]byte {
 		}
 		body := bytes.TrimSuffix(bytes.TrimSpace(env["body"]), []byte("}"))
 		bare.Write(body)
-		for _, k := range []string{"x_arrival_ms", "x_session_id", "x_turn", "x_output_tokens", "x_output_text", "x_think_ms"} {
+		for _, k := range []string{"x_arrival_ms", "x_session_id", "x_turn", "x_output_tokens", "x_output_text", "x_think_ms", "x_stage"} {
 			if v, ok := env[k]; ok {
 				fmt.Fprintf(&bare, ", %q : %s", k, v)
 			}
@@ -408,6 +409,10 @@ var openaiTrickyLines = []struct {
 	{line: `{"model":"m","prompt":"x","x_arrival_ms":"soon"}`, fast: true},
 	{line: `{"model":"m","prompt":"x","x_arrival_ms":-1}`, fast: true},
 	{line: `{"model":"m","messages":[{"role":"user","content":"x"}],"x_turn":-1}`, fast: true},
+	{line: `{"model":"m","prompt":"x","x_stage":2,"body":null}`, fast: false},
+	{line: `{"body":{"model":"m","prompt":"x","x_stage":1},"x_stage":3}`, fast: true},
+	{line: `{"model":"m","prompt":"x","x_stage":null}`, fast: true},
+	{line: `{"model":"m","prompt":"x","x_stage":-2}`, fast: true},
 	{line: `{}`, fast: true},
 	{line: `{"body":{}}`, fast: true},
 	{line: `{"model":"m","messages":null,"prompt":null}`, fast: true},
@@ -442,6 +447,8 @@ var openaiTrickyLines = []struct {
 	{line: `{"model":"m","prompt":"x","max_tokens":9223372036854775807}`},
 	{line: `{"model":"m","prompt":"x","max_tokens":92233720368547758070}`},
 	{line: `{"model":"m","prompt":"x","x_turn":true}`},
+	{line: `{"model":"m","prompt":"x","x_stage":"1"}`},
+	{line: `{"model":"m","prompt":"x","x_stage":1.5}`},
 	{line: `{"model":"m","prompt":"x","x_session_id":[1]}`},
 	{line: `{"model":"m","prompt":"x","x_session_id":true}`},
 	{line: `{"body":null}`},

@@ -18,6 +18,9 @@ const (
 	FormatShareGPT Format = "sharegpt"     // JSON array (or JSONL) of {id, conversations: [{from, value}]}
 	FormatAzure    Format = "azure-csv"    // CSV: TIMESTAMP, ContextTokens, GeneratedTokens
 	FormatSynth    Format = "synth"        // the synthesizer (builtin:NAME)
+	// FormatInferencePerf is an inference-perf config (YAML) whose traffic
+	// is generated: "inference-perf:FILE.yaml" or this format with a file.
+	FormatInferencePerf Format = "inference-perf"
 )
 
 // ParseFormat accepts a format name or a common alias.
@@ -35,8 +38,10 @@ func ParseFormat(s string) (Format, error) {
 		return FormatShareGPT, nil
 	case "azure-csv", "azure", "csv":
 		return FormatAzure, nil
+	case "inference-perf", "inferenceperf":
+		return FormatInferencePerf, nil
 	}
-	return "", fmt.Errorf("unknown trace format %q (want auto, mooncake, alibaba, openai-jsonl, sharegpt or azure-csv)", s)
+	return "", fmt.Errorf("unknown trace format %q (want auto, mooncake, alibaba, openai-jsonl, sharegpt, azure-csv or inference-perf)", s)
 }
 
 // Mode is the replay mode.
@@ -132,6 +137,8 @@ type Options struct {
 	// HashIDs are still set) for hash-id traces (Mooncake, Alibaba); used for
 	// fast statistics. Other formats always tokenize.
 	NoTokens bool
+	// InferencePerf tunes the traffic of inference-perf configs.
+	InferencePerf InferencePerfOptions
 	// Tokenizer may be shared between sources; nil creates one.
 	Tokenizer *Tokenizer
 }

@@ -62,7 +62,12 @@ type Request struct {
 	// last, which covers the rest of PromptLen.
 	HashIDs       []int64
 	HashBlockSize int
-	Line          int // 1-based source line (0 for synthesized requests)
+	// Stage is the 0-based index of the load stage the request belongs to,
+	// for workloads that run in stages (inference-perf configs: the index in
+	// load.stages; OpenAI JSONL: x_stage), so that latency can be reported
+	// per stage. It is 0 for traces without stages.
+	Stage int
+	Line  int // 1-based source line (0 for synthesized requests)
 }
 
 // Source streams requests in arrival order with constant memory in the trace

@@ -126,6 +126,9 @@ func NewSource(r io.Reader, name string, opt Options) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if o.Format == FormatInferencePerf {
+		return readInferencePerf(r, name, o, opt.Model)
+	}
 	return newStream(r, name, o)
 }
 
@@ -188,9 +191,11 @@ const BuiltinPrefix = "builtin:"
 // DefaultWorkload is the workload eppsim runs without --trace.
 const DefaultWorkload = "builtin:chat"
 
-// Open opens a trace file, or an embedded workload named "builtin:NAME"
-// (see Builtin). With Options.Rate > 0 a timestamped file is read twice: a
-// first, token-free pass measures its mean rate.
+// Open opens a trace file, an embedded workload named "builtin:NAME" (see
+// Builtin), or the traffic of an inference-perf config named
+// "inference-perf:FILE" (see NewInferencePerfSource). With Options.Rate > 0
+// a timestamped file is read twice: a first, token-free pass measures its
+// mean rate.
 func Open(path string, opt Options) (*Stream, error) {
 	o, err := opt.withDefaults()
 	if err != nil {
@@ -198,6 +203,12 @@ func Open(path string, opt Options) (*Stream, error) {
 	}
 	if name, ok := strings.CutPrefix(path, BuiltinPrefix); ok {
 		return openBuiltin(name, o, opt.Model)
+	}
+	if name, ok := strings.CutPrefix(path, InferencePerfPrefix); ok {
+		return openInferencePerf(name, o, opt.Model)
+	}
+	if o.Format == FormatInferencePerf {
+		return openInferencePerf(path, o, opt.Model)
 	}
 	if o.Rate > 0 {
 		if err := rateToScale(path, &o); err != nil {

@@ -11,8 +11,9 @@ import (
 
 // WriteOpenAI writes r as one OpenAI Batch-API JSONL line with eppsim's
 // replay fields (x_arrival_ms, x_session_id, x_turn, x_output_tokens,
-// x_output_text, x_think_ms), so that reading the line back gives the same
-// request: the same body, prompt tokens, output and timing.
+// x_output_text, x_think_ms, and x_stage when the stage is not 0), so that
+// reading the line back gives the same request: the same body, prompt
+// tokens, output, timing and stage.
 func WriteOpenAI(w io.Writer, r *Request) error {
 	if r.Body == nil {
 		return errors.New("workload: request has no body (opened with NoTokens?)")
@@ -43,6 +44,10 @@ func WriteOpenAI(w io.Writer, r *Request) error {
 	if r.AfterPrevious {
 		b.WriteString(`,"x_think_ms":`)
 		b.WriteString(formatMillis(r.ThinkTime))
+	}
+	if r.Stage != 0 {
+		b.WriteString(`,"x_stage":`)
+		b.WriteString(strconv.Itoa(r.Stage))
 	}
 	b.WriteString("}\n")
 	_, err := w.Write(b.Bytes())

@@ -39,13 +39,14 @@ type specFlags struct {
 	netLatency  time.Duration
 	sampleEvery time.Duration
 	checkInvar  bool
+	iperf       iperfFlags
 
 	flags *pflag.FlagSet // to tell flags given from defaults
 }
 
 func (f *specFlags) register(fl *pflag.FlagSet) {
 	f.flags = fl
-	fl.StringVar(&f.trace, "trace", workload.DefaultWorkload, "trace file, or builtin:NAME for an embedded workload")
+	fl.StringVar(&f.trace, "trace", workload.DefaultWorkload, "trace file, builtin:NAME for an embedded workload, or inference-perf:FILE.yaml for an inference-perf config's traffic")
 	fl.StringVar(&f.format, "format", "auto", formatHelp)
 	fl.StringVar(&f.mode, "mode", "default", modeHelp)
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace timestamps by this factor (0 = as recorded)")
@@ -69,12 +70,13 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.netLatency, "network-latency", 0, "network latency added before a request reaches its replica")
 	fl.DurationVar(&f.sampleEvery, "timeseries-interval", 10*time.Second, "time-series sampling period (with --out)")
 	fl.BoolVar(&f.checkInvar, "check-invariants", false, "verify replica invariants after every step (slow; debugging)")
+	f.iperf.register(fl)
 }
 
 // Help texts shared by every verb that reads traces, so run, sweep, tune
 // and trace describe the same values.
 const (
-	formatHelp = "trace format: auto (detect), mooncake, alibaba, openai-jsonl, sharegpt, azure-csv"
+	formatHelp = "trace format: auto (detect), mooncake, alibaba, openai-jsonl, sharegpt, azure-csv, inference-perf"
 	modeHelp   = "replay mode: default (per format), open-loop (trace timestamps), closed-loop (next turn after the previous completes)"
 	seedHelp   = "seed of every random choice (synthesized text, tokens, arrivals, think times, EPP tie-breaks); the same seed gives the same output"
 )
@@ -225,6 +227,9 @@ func (f *specFlags) workloadOptions() (workload.Options, error) {
 	o.TimeScale = f.timeScale
 	o.SkipInvalid = f.skipInvalid
 	o.Seed = int64(f.seed)
+	if err := f.iperf.apply(&o); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 

@@ -31,6 +31,7 @@ type traceReadFlags struct {
 	systemPrompt  int
 	timeScale     float64
 	rate          float64
+	iperf         iperfFlags
 }
 
 func (f *traceReadFlags) register(cmd *cobra.Command) {
@@ -45,6 +46,7 @@ func (f *traceReadFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.systemPrompt, "system-prompt-tokens", 0, "Azure traces: shared system prompt length in tokens")
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace times by this factor (0.5 = twice as fast)")
 	fl.Float64Var(&f.rate, "rate", 0, "rescale a timestamped trace to this many requests/s; session rate for untimestamped traces")
+	f.iperf.register(fl)
 }
 
 func (f *traceReadFlags) options() (workload.Options, error) {
@@ -60,6 +62,9 @@ func (f *traceReadFlags) options() (workload.Options, error) {
 	o.Format, o.Mode, o.Seed, o.SkipInvalid = fm, m, int64(f.seed), f.skipInvalid
 	o.BlockSize, o.BytesPerToken, o.Model = f.traceBlock, f.bytesPerToken, f.model
 	o.SystemPromptTokens, o.TimeScale, o.Rate = f.systemPrompt, f.timeScale, f.rate
+	if err := f.iperf.apply(&o); err != nil {
+		return o, withExitCode(2, err)
+	}
 	return o, nil
 }
 
@@ -103,8 +108,9 @@ func newTraceCmd() *cobra.Command {
 		Use:   "trace",
 		Short: "Inspect, synthesize and convert workload traces",
 		Long: `trace works on the workloads eppsim replays: Mooncake and Alibaba hash-id JSONL,
-OpenAI request JSONL, ShareGPT JSON, Azure LLM inference CSV, and the built-in synthesized
-workloads (builtin:` + strings.Join(traces.Names(), ", builtin:") + `). See docs/workloads.md.`,
+OpenAI request JSONL, ShareGPT JSON, Azure LLM inference CSV, the built-in synthesized
+workloads (builtin:` + strings.Join(traces.Names(), ", builtin:") + `) and the traffic of
+inference-perf configs (inference-perf:FILE.yaml). See docs/workloads.md.`,
 	}
 	cmd.AddCommand(newTraceInspectCmd(), newTraceSynthCmd(), newTraceConvertCmd())
 	return cmd
@@ -193,19 +199,48 @@ func tracePrintSummary(w io.Writer, s *workload.Summary) {
 }
 
 func newTraceSynthCmd() *cobra.Command {
-	var preset, specFile, out, mode, model string
+	var preset, specFile, out, mode, model, from string
 	var sessions int
 	var seed uint64
 	var rate float64
+	var iperf iperfFlags
 	cmd := &cobra.Command{
-		Use:   "synth --out FILE",
-		Short: "Synthesize multi-turn chat traffic as OpenAI JSONL",
+		Use:   "synth --out FILE | synth --from inference-perf FILE.yaml [--out FILE]",
+		Short: "Synthesize traffic (multi-turn chat, or an inference-perf config's) as OpenAI JSONL",
 		Long: `synth generates a workload from a preset (` + strings.Join(traces.Names(), ", ") + `) or a YAML
 spec (--spec; it may start from a preset with "base: NAME") and writes it as OpenAI batch JSONL
 with eppsim's replay fields (x_arrival_ms, x_session_id, x_turn, x_output_tokens,
-x_output_text, x_think_ms). Reading the file back gives the same requests.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+x_output_text, x_think_ms). Reading the file back gives the same requests.
+
+With --from inference-perf FILE.yaml it generates the traffic of an inference-perf config
+(data, load, api and server sections; docs/workloads.md) and writes it the same way, each
+request with x_stage, its load stage; --out defaults to stdout.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if from != "" {
+				if from != "inference-perf" {
+					return withExitCode(2, fmt.Errorf("--from %q: only inference-perf is supported", from))
+				}
+				if len(args) != 1 {
+					return withExitCode(2, errors.New("--from inference-perf needs the config file: synth --from inference-perf FILE.yaml"))
+				}
+				for _, name := range []string{"preset", "spec", "sessions", "rate", "mode"} {
+					if cmd.Flags().Changed(name) {
+						return withExitCode(2, fmt.Errorf("--%s does not apply to --from inference-perf (the config describes the traffic)", name))
+					}
+				}
+				o := workload.Options{Seed: int64(seed), Model: model}
+				if err := iperf.apply(&o); err != nil {
+					return withExitCode(2, err)
+				}
+				if out == "" {
+					out = "-"
+				}
+				return iperfSynth(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], out, o)
+			}
+			if len(args) > 0 {
+				return withExitCode(2, fmt.Errorf("unexpected argument %q (a config file goes with --from inference-perf)", args[0]))
+			}
 			if out == "" {
 				return withExitCode(2, errors.New("--out is required (use - for stdout)"))
 			}
@@ -257,6 +292,8 @@ x_output_text, x_think_ms). Reading the file back gives the same requests.`,
 	fl.StringVar(&mode, "mode", "closed-loop", "closed-loop (later turns carry x_think_ms: replayed after the previous turn completes) or open-loop (no think times)")
 	fl.StringVar(&model, "model", "", "model name (default: the spec's)")
 	fl.StringVarP(&out, "out", "o", "", "output file (written to a temporary file, then renamed); - for stdout")
+	fl.StringVar(&from, "from", "", "generate the traffic of a config of this tool instead: inference-perf")
+	iperf.register(fl)
 	return cmd
 }
 

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/eppsim/eppsim/workload"
+)
+
+const iperfFixtures = "../../workload/testdata/inference-perf"
+
+func TestTraceSynthInferencePerf(t *testing.T) {
+	dir := t.TempDir()
+	codegen := filepath.Join(iperfFixtures, "codegen.yaml")
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	for _, out := range []string{a, b} {
+		_, stderr, err := runCLI(t, "trace", "synth", "--from", "inference-perf", codegen, "--seed", "3", "--out", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "eppsim: wrote 9000 requests in 2 stages to " + out + "\n"; stderr != want {
+			t.Errorf("stderr %q, want %q", stderr, want)
+		}
+	}
+	da, _ := os.ReadFile(a)
+	db, _ := os.ReadFile(b)
+	if len(da) == 0 || !bytes.Equal(da, db) {
+		t.Fatal("the same seed wrote different files")
+	}
+	lines := strings.Split(strings.TrimSuffix(string(da), "\n"), "\n")
+	if len(lines) != 9000 || strings.Contains(lines[2999], `"x_stage"`) || !strings.HasSuffix(lines[3000], `"x_output_tokens":247,"x_stage":1}`) {
+		t.Fatalf("%d lines; line 3000: %.80s…%s", len(lines), lines[2999], lines[2999][len(lines[2999])-60:])
+	}
+	// The file reads back as the same traffic.
+	out, _, err := runCLI(t, "trace", "inspect", "--json", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s workload.Summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Format != "openai-jsonl" || s.Requests != 9000 || s.Input.Max != 593 || s.Output.Max != 247 {
+		t.Errorf("read back: %+v", s)
+	}
+	direct, _, err := runCLI(t, "trace", "inspect", "--json", "--seed", "3", workload.InferencePerfPrefix+codegen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d workload.Summary
+	if err := json.Unmarshal([]byte(direct), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.HitTokens != s.HitTokens || d.PromptTokens != s.PromptTokens || d.DurationSec != s.DurationSec {
+		t.Errorf("inspect of the config %+v differs from inspect of the file %+v", d, s)
+	}
+
+	// stdout by default; the legacy keys are noted on stderr.
+	stdout, stderr, err := runCLI(t, "trace", "synth", "--from", "inference-perf", filepath.Join(iperfFixtures, "reasoning-lite.yaml"),
+		"--iperf-token-inflation", "0", "--model", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(stdout, "\n"); n != 1200 || !strings.HasPrefix(stdout, `{"custom_id":"req-0","method":"POST","url":"/v1/completions","body":{"model":"m","prompt":" `) {
+		t.Errorf("stdout: %d lines, %.120s", n, stdout)
+	}
+	if strings.Count(stderr, "eppsim: note: ") != 3 || !strings.Contains(stderr, "reasoning-lite.yaml:15: data.shared_prefix.num_unique_system_prompts: 23 is a legacy key") {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
+func TestTraceSynthInferencePerfBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "profile.yaml")
+	if err := os.WriteFile(bad, []byte("data: {type: shared_prefix, shared_prefix: {}}\nload:\n  stages:\n  - {rate: 5, duration: 60, ramp: 2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	codegen := filepath.Join(iperfFixtures, "codegen.yaml")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", "inference-perf", bad}, bad + ":4: load.stages[0].ramp: unknown key (inference-perf defines rate, duration here)"},
+		{[]string{"--from", "vidur", codegen}, `--from "vidur": only inference-perf is supported`},
+		{[]string{"--from", "inference-perf"}, "--from inference-perf needs the config file"},
+		{[]string{"--from", "inference-perf", codegen, "--preset", "chat"}, "--preset does not apply to --from inference-perf"},
+		{[]string{"--from", "inference-perf", codegen, "--iperf-token-inflation", "-1"}, "--iperf-token-inflation -1: must be in [0, 1]"},
+		{[]string{"--from", "inference-perf", filepath.Join(dir, "missing.yaml")}, "no such file"},
+		{[]string{codegen, "--out", "-"}, "unexpected argument"},
+	} {
+		_, _, err := runCLI(t, append([]string{"trace", "synth"}, tc.args...)...)
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err %v (exit %d), want exit 2 with %q", tc.args, err, exitCode(err), tc.want)
+		}
+	}
+}
+
+func TestRunInferencePerf(t *testing.T) {
+	trace := workload.InferencePerfPrefix + filepath.Join(iperfFixtures, "general.yaml")
+	out, _, err := runCLI(t, "run", "--trace", trace, "--max-requests", "60", "--replicas", "2", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Trace string
+		Runs  map[string]struct {
+			Requests struct{ Total, Completed int }
+			Cache    struct {
+				True float64 `json:"true_hit_ratio"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	r := doc.Runs["default"]
+	// 60 requests of a 100-prompt pool over 10 system prompts: most of
+	// every prompt after a group's first is a cache hit.
+	if doc.Trace != trace || r.Requests.Total != 60 || r.Requests.Completed != 60 || r.Cache.True < 0.05 {
+		t.Errorf("run: %+v", doc)
+	}
+	for _, args := range [][]string{
+		{"run", "--trace", trace, "--iperf-token-inflation", "1.5"},
+		{"run", "--trace", workload.InferencePerfPrefix + "/nonexistent/profile.yaml"},
+	} {
+		if _, _, err := runCLI(t, args...); err == nil || exitCode(err) != 2 {
+			t.Errorf("%v: err %v (exit %d), want exit 2", args, err, exitCode(err))
+		}
+	}
+}
