@@ -6,16 +6,25 @@ PKGS      ?= ./...
 BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 
-.PHONY: all build test vet staticcheck lint demo bench fuzz clean regress regress-update
+.PHONY: all build test test-long vet staticcheck lint demo bench fuzz clean regress regress-update
 
 all: build test
 
 build:
 	$(GO) build -o bin/eppsim ./cmd/eppsim
 
-## test: vet + staticcheck + the whole suite under the race detector.
+## test: vet + staticcheck + the whole suite under the race detector, with
+## -short: tests that re-check on a whole trace or a large corpus what a
+## shorter input already checks run at the shorter size (a few minutes on
+## a 2-core machine).
 test: vet staticcheck
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -short -count=1 $(PKGS)
+
+## test-long: every test at full size (whole shared traces, large corpora,
+## the latency validation), without the race detector, which make test
+## already applies to the same code.
+test-long:
+	$(GO) test -count=1 -timeout 60m $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)

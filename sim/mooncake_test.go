@@ -102,7 +102,10 @@ func TestOneReplicaMatchesInfiniteCache(t *testing.T) {
 // (prefix-cache-scorer 3, queue 2, kv 2) reuses more than round-robin, and
 // no request ever reuses more than the oracle's best replica.
 func TestPrefixAwareBeatsRoundRobin(t *testing.T) {
-	const n = 1500
+	n := 1500
+	if testing.Short() {
+		n = 500 // make test; make test-long runs 1500
+	}
 	p, _ := replica.LookupPreset("llama-3.1-8b-h100")
 	aware := mooncakeRun(t, n, 1, UniformFleet(8, p), false)
 	rr := mooncakeRun(t, n, 1, UniformFleet(8, p), true)

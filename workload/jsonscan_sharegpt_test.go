@@ -117,7 +117,7 @@ func TestShareGPTFastDifferential(t *testing.T) {
 	}
 	traces["testdata/sharegpt.json"] = fixture
 	for _, name := range []string{"chat", "agentic", "rag"} {
-		a, j := shareGPTFromOpenAI(t, builtinOpenAI(t, name, 150))
+		a, j := shareGPTFromOpenAI(t, builtinOpenAI(t, name, sessionsUnlessShort(150, 40)))
 		traces["builtin:"+name+"/array"] = a
 		traces["builtin:"+name+"/jsonl"] = j
 	}

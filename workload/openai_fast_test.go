@@ -319,7 +319,7 @@ func TestOpenAIFastDifferential(t *testing.T) {
 	}
 	traces["testdata/openai.jsonl"] = fixture
 	for _, name := range []string{"chat", "agentic", "rag"} {
-		data := builtinOpenAI(t, name, 150)
+		data := builtinOpenAI(t, name, sessionsUnlessShort(150, 40))
 		traces["builtin:"+name] = data
 		for v, d := range variants(t, data) {
 			traces["builtin:"+name+"/"+v] = d
@@ -547,4 +547,13 @@ func FuzzOpenAIFastFields(f *testing.F) {
 			compareOpenAIPaths(t, "fuzz", func() io.Reader { return bytes.NewReader(data) }, o, 10)
 		}
 	})
+}
+
+// sessionsUnlessShort is n, or fewer with -short (make test; make
+// test-long runs the full size).
+func sessionsUnlessShort(n, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return n
 }

@@ -86,9 +86,9 @@ func TestHelpExamplesRun(t *testing.T) {
 				switch {
 				case args[0] == "sweep" && len(args) > 1 && args[1] == "merge":
 				case args[0] == "run" || args[0] == "sweep":
-					args = append(args, "--max-requests", "20")
+					args = append(args, "--max-requests", "20", "--replicas", "2")
 				case args[0] == "tune":
-					args = append(args, "--max-requests", "20", "--budget", "6", "--seeds", "1")
+					args = append(args, "--max-requests", "20", "--replicas", "2", "--budget", "6", "--seeds", "1")
 				}
 				_, stderr, err := runCLI(t, args...)
 				if err != nil && !(args[0] == "diff" && exitCode(err) == 1) {
