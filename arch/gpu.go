@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"sigs.k8s.io/yaml"
 
@@ -104,8 +105,7 @@ func (g GPU) WithOverrides(overrides []byte) (GPU, error) {
 	if len(bytes.TrimSpace(overrides)) == 0 || string(bytes.TrimSpace(overrides)) == "null" {
 		return g, nil
 	}
-	out := g
-	out.Aliases = slices.Clone(g.Aliases)
+	out := g.detached()
 	if err := decodeStrict(overrides, &out); err != nil {
 		return GPU{}, fmt.Errorf("gpu %s: %w", g.Name, err)
 	}
@@ -113,6 +113,17 @@ func (g GPU) WithOverrides(overrides []byte) (GPU, error) {
 		return GPU{}, err
 	}
 	return out, nil
+}
+
+// detached returns a copy of g that shares no memory with it, so that
+// decoding into the copy leaves g alone.
+func (g GPU) detached() GPU {
+	g.Aliases = slices.Clone(g.Aliases)
+	if g.LargeBatchDefaults != nil {
+		v := *g.LargeBatchDefaults
+		g.LargeBatchDefaults = &v
+	}
+	return g
 }
 
 // GPUCatalogue is a set of GPUs looked up by name or alias.
@@ -123,13 +134,18 @@ type GPUCatalogue struct {
 //go:embed gpus.yaml
 var gpusYAML []byte
 
-// DefaultGPUs returns a fresh copy of the embedded catalogue (gpus.yaml).
-func DefaultGPUs() *GPUCatalogue {
+// defaultGPUs is the embedded catalogue, parsed once.
+var defaultGPUs = sync.OnceValue(func() []GPU {
 	c := &GPUCatalogue{}
 	if err := c.Merge(gpusYAML, "gpus.yaml"); err != nil {
 		panic(err) // the embedded file is fixed; tests parse it
 	}
-	return c
+	return c.gpus
+})
+
+// DefaultGPUs returns a fresh copy of the embedded catalogue (gpus.yaml).
+func DefaultGPUs() *GPUCatalogue {
+	return &GPUCatalogue{gpus: slices.Clone(defaultGPUs())}
 }
 
 // LoadGPUCatalogue returns the default catalogue merged with a user file.
@@ -182,9 +198,7 @@ func (c *GPUCatalogue) index(name string) int {
 // without regard to case, an "NVIDIA " prefix, or spaces and dashes).
 func (c *GPUCatalogue) Lookup(name string) (GPU, error) {
 	if i := c.index(name); i >= 0 {
-		g := c.gpus[i]
-		g.Aliases = slices.Clone(g.Aliases)
-		return g, nil
+		return c.gpus[i].detached(), nil
 	}
 	msg := fmt.Sprintf("unknown GPU %q (have %s", name, strings.Join(c.Names(), ", "))
 	if s := suggest.Closest(normalizeGPU(name), lower(c.Names()), 3); s != "" {
@@ -240,8 +254,7 @@ func (c *GPUCatalogue) Merge(data []byte, file string) error {
 			g = c.gpus[b]
 			g.Aliases, g.LargeBatchDefaults, g.Description, g.Source = nil, nil, "", ""
 		case at >= 0:
-			g = c.gpus[at]
-			g.Aliases = slices.Clone(g.Aliases)
+			g = c.gpus[at].detached()
 		}
 		if err := decodeStrict(raw, &g); err != nil {
 			return fmt.Errorf("%s (%s): %w", where, head.Name, err)
@@ -272,4 +285,9 @@ func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	return suggest.UnknownField(dec.Decode(v), v, nil)
+}
+
+// Clone returns a copy of c that merges independently.
+func (c *GPUCatalogue) Clone() *GPUCatalogue {
+	return &GPUCatalogue{gpus: slices.Clone(c.gpus)}
 }

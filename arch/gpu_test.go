@@ -105,6 +105,20 @@ func TestGPUCatalogueMerge(t *testing.T) {
 	if d, _ := DefaultGPUs().Lookup("H100"); d.MemoryBandwidthTBps != 3.35 {
 		t.Error("merging changed the embedded catalogue")
 	}
+	// Pointer fields are copied before an override decodes into them.
+	if err := DefaultGPUs().Merge([]byte("gpus:\n- {name: H100, large_batch_defaults: false}\n"), "u.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := DefaultGPUs().Lookup("H100"); !d.LargeBatch() {
+		t.Error("an override of large_batch_defaults leaked into the embedded catalogue")
+	}
+	cl := c.Clone()
+	if err := cl.Merge([]byte("gpus:\n- {name: MI300X, memory_bandwidth_tbps: 1}\n"), "u.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if mi, _ := c.Lookup("MI300X"); mi.MemoryBandwidthTBps != 5.3 {
+		t.Error("merging into a clone changed the original")
+	}
 	bad := []struct{ src, want string }{
 		{"gpus:\n- name: X\n  memory_gb: 1\n", "gpus[0]: X: memory_bandwidth_tbps: must be > 0"},
 		{"gpus:\n- name: H100\n  memory_bandwith_tbps: 3\n", `unknown field "memory_bandwith_tbps"; did you mean memory_bandwidth_tbps?`},
