@@ -14,7 +14,7 @@ func TestParseFleet(t *testing.T) {
 - count: 1
   preset: llama-3.1-8b-a100
   overrides:
-    engine: {numGpuBlocks: 1000, maxNumSeqs: 8}
+    engine: {num_gpu_blocks_override: 1000, max_num_seqs: 8}
 `
 	f, err := ParseFleet([]byte(src), "fleet.yaml")
 	if err != nil {
@@ -26,11 +26,12 @@ func TestParseFleet(t *testing.T) {
 	if f[2].Address != "10.0.0.3:8000" || f[1].Labels["llm-d.ai/role"] != "decode" || f[2].Labels != nil {
 		t.Fatalf("replica %+v", f[2])
 	}
-	if e := f[2].Preset.Engine; e.NumGPUBlocks != 1000 || e.MaxNumSeqs != 8 || e.MaxNumBatchedTokens != 2048 {
-		t.Fatalf("overrides: %+v", e)
+	e, err := f[2].Preset.EngineConfig()
+	if err != nil || e.NumGPUBlocks != 1000 || e.MaxNumSeqs != 8 || e.MaxNumBatchedTokens != 2048 {
+		t.Fatalf("overrides: %+v %v", e, err)
 	}
-	if f[0].Preset.Engine.MaxNumBatchedTokens != 8192 {
-		t.Fatalf("h100 defaults lost: %+v", f[0].Preset.Engine)
+	if e, _ := f[0].Preset.EngineConfig(); e.MaxNumBatchedTokens != 8192 {
+		t.Fatalf("h100 defaults lost: %+v", e)
 	}
 }
 
@@ -42,6 +43,8 @@ func TestParseFleetErrors(t *testing.T) {
 		{"groups:\n- count: 1\n  preset: nope\n", `fleet.yaml: groups[0]: preset: unknown replica preset "nope"`},
 		{"groups:\n- count: 1\n  presett: x\n", `fleet.yaml: json: unknown field "presett"`},
 		{"groups:\n- count: 1\n  preset: llama-3.1-8b-h100\n  overrides: {engine: {bogus: 1}}\n", "fleet.yaml: groups[0]: overrides:"},
+		{"groups:\n- count: 1\n  preset: llama-3.1-8b-h100\n  overrides: {engine: {numGpuBlocks: 20000}}\n",
+			`unknown field "numGpuBlocks"; did you mean num_gpu_blocks_override?`},
 		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, name: a}\n- {count: 1, preset: llama-3.1-8b-h100, name: a}\n", `replica name "default/a-0" appears twice`},
 	}
 	for _, tc := range tests {
@@ -54,7 +57,7 @@ func TestParseFleetErrors(t *testing.T) {
 
 func FuzzParseFleet(f *testing.F) {
 	f.Add([]byte("groups:\n- count: 2\n  preset: llama-3.1-8b-h100\n"))
-	f.Add([]byte("groups: [{count: 1, preset: x, overrides: {engine: {numGpuBlocks: -1}}}]"))
+	f.Add([]byte("groups: [{count: 1, preset: x, overrides: {engine: {num_gpu_blocks_override: -1}}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fleet, err := ParseFleet(data, "f")
 		if err == nil && len(fleet) == 0 {

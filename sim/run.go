@@ -226,7 +226,10 @@ func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Opti
 		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{}}
 	kvEvents := len(router.KVConsumers) > 0
 	for i, spec := range fleet {
-		cfg := spec.Preset.Engine
+		cfg, err := spec.Preset.EngineConfig()
+		if err != nil {
+			return nil, fmt.Errorf("sim: replica %s: %w", spec.Name, err)
+		}
 		cfg.HashSeed = opts.Seed // one PYTHONHASHSEED for the fleet
 		cfg.KVEvents = kvEvents
 		model, err := spec.Preset.Model()

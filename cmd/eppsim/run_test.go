@@ -99,7 +99,7 @@ var wallFree = regexp.MustCompile(`"(wall_s|requests_per_wall_s)": [0-9.e+-]+`)
 
 func TestRunFleetFile(t *testing.T) {
 	fleet := filepath.Join(t.TempDir(), "fleet.yaml")
-	if err := os.WriteFile(fleet, []byte("groups:\n- {name: big, count: 1, preset: llama-3.1-8b-h100}\n- {name: small, count: 2, preset: llama-3.1-8b-a100, overrides: {engine: {numGpuBlocks: 5000}}}\n"), 0o644); err != nil {
+	if err := os.WriteFile(fleet, []byte("groups:\n- {name: big, count: 1, preset: llama-3.1-8b-h100}\n- {name: small, count: 2, preset: llama-3.1-8b-a100, overrides: {engine: {num_gpu_blocks_override: 5000}}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := runCLI(t, "run", "--max-requests", "30", "--fleet", fleet, "--json")
@@ -112,7 +112,9 @@ func TestRunFleetFile(t *testing.T) {
 				Fleet []struct {
 					Name   string
 					Preset string
-					Engine struct{ NumGpuBlocks int }
+					Engine struct {
+						NumGPUBlocks int `json:"num_gpu_blocks"`
+					}
 				}
 			}
 		}
@@ -121,7 +123,7 @@ func TestRunFleetFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := doc.Runs["default"].Config.Fleet
-	if len(f) != 3 || f[0].Name != "default/big-0" || f[2].Name != "default/small-1" || f[2].Preset != "llama-3.1-8b-a100" || f[2].Engine.NumGpuBlocks != 5000 {
+	if len(f) != 3 || f[0].Name != "default/big-0" || f[2].Name != "default/small-1" || f[2].Preset != "llama-3.1-8b-a100" || f[2].Engine.NumGPUBlocks != 5000 {
 		t.Fatalf("fleet %+v", f)
 	}
 	if _, _, err := runCLI(t, "run", "--fleet", filepath.Join(t.TempDir(), "missing.yaml")); err == nil || exitCode(err) != 2 {

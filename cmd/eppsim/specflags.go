@@ -105,7 +105,7 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 	for i := range fleet {
 		e := &fleet[i].Preset.Engine
 		if f.kvBlocks > 0 {
-			e.NumGPUBlocks = f.kvBlocks
+			e.NumGPUBlocksOverride = f.kvBlocks
 		}
 		if f.maxSeqs > 0 {
 			e.MaxNumSeqs = f.maxSeqs
