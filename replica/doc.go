@@ -21,7 +21,8 @@
 //   - A.8 scraped gauges: Engine.Gauges
 //   - B.1/B.3 step-time model (the roofline, bound to an arch.Model on an
 //     arch.GPU): steptime.go
-//   - KV capacity from GPU memory (num_gpu_blocks): capacity.go
+//   - KV capacity as vLLM sizes it from GPU memory (num_gpu_blocks):
+//     capacity.go, docs/latency.md "KV capacity"
 //   - presets (YAML files naming a model, a GPU, the tensor-parallel degree
 //     and vLLM's engine arguments) and their resolution into a Config:
 //     preset.go, presets/*.yaml
