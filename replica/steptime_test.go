@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -235,6 +236,39 @@ func TestRooflineUnchanged(t *testing.T) {
 			want := legacyRoofline(s.L, s.d, s.h, s.kvh, s.hd, s.ff, s.V, tc.tflops, tc.bw, tc.mfuP, tc.mfuD, tc.tp, batch)
 			if got := m.StepTime(batch); got != want {
 				t.Fatalf("%s: step %d ns, legacy roofline %d ns (batch %v)", tc.preset, got, want, batch)
+			}
+		}
+	}
+}
+
+// TestPresetFilesRoundTrip: a preset written out as JSON (or YAML) and
+// read back is the same replica: same engine, same step times.
+func TestPresetFilesRoundTrip(t *testing.T) {
+	for _, p := range Presets() {
+		q, err := p.WithOverrides([]byte("engine: {kv_cache_dtype: fp8, enable_prefix_caching: false}\ngpu_overrides: {memory_gb: 94}\nroofline: {mfu_prefill: 0.5}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, orig := range []Preset{p, q} {
+			js, err := json.Marshal(orig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := ParsePreset(js, orig.Name+".json", "", nil)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", orig.Name, err, js)
+			}
+			e1, err1 := orig.EngineConfig()
+			e2, err2 := back.EngineConfig()
+			if err1 != nil || err2 != nil || e1 != e2 || back.Name != orig.Name || back.GPU.MemoryGB != orig.GPU.MemoryGB {
+				t.Fatalf("%s: %+v %v, read back %+v %v", orig.Name, e1, err1, e2, err2)
+			}
+			m1, _ := orig.Model()
+			m2, _ := back.Model()
+			for _, b := range [][]BatchEntry{decodeBatch(7, 3000), {{NewTokens: 1500, Context: 500}}} {
+				if m1.StepTime(b) != m2.StepTime(b) {
+					t.Fatalf("%s: step time changed by the round trip", orig.Name)
+				}
 			}
 		}
 	}

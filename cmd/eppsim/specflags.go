@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/eppsim/eppsim/arch"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/scenario"
 	"github.com/eppsim/eppsim/sim"
@@ -22,8 +25,14 @@ type specFlags struct {
 	skipInvalid bool
 	replicas    int
 	preset      string
+	modelConfig string
+	gpu         string
+	tp          int
+	gpuCatalog  string
 	fleet       string
 	kvBlocks    int
+	gpuMemUtil  float64
+	kvDtype     string
 	maxSeqs     int
 	maxBatched  int
 	blockSize   int
@@ -46,12 +55,22 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace timestamps by this factor (0 = as recorded)")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip malformed trace lines (counted and reported)")
 	fl.IntVar(&f.replicas, "replicas", 4, "number of replicas (ignored with --fleet)")
-	fl.StringVar(&f.preset, "preset", "llama-3.1-8b-h100", "replica preset (ignored with --fleet)")
-	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file: replica groups with count, preset, overrides, labels")
-	fl.IntVar(&f.kvBlocks, "kv-blocks", 0, "override num_gpu_blocks on every replica (null block included)")
+	fl.StringVar(&f.preset, "preset", "llama-3.1-8b-h100", "replica preset: "+strings.Join(replica.PresetNames(), ", ")+", or a preset YAML file (ignored with --fleet or --model-config)")
+	fl.StringVar(&f.modelConfig, "model-config", "", "a Hugging Face config.json (or a directory holding one, or the id of an embedded config) to build replicas from without a preset, with --gpu and --tensor-parallel-size")
+	fl.StringVar(&f.gpu, "gpu", "", "GPU of the catalogue ("+strings.Join(arch.DefaultGPUs().Names(), ", ")+", or an alias): the --model-config replicas' GPU (default H100), or replaces the preset's")
+	fl.IntVar(&f.tp, "tensor-parallel-size", 0, "vLLM's tensor_parallel_size: GPUs per replica, weights and KV cache split across them (default: the preset's, or 1)")
+	fl.IntVar(&f.tp, "tp", 0, "alias of --tensor-parallel-size")
+	fl.StringVar(&f.gpuCatalog, "gpu-catalogue", "", "YAML file of GPUs added to or changed in the built-in catalogue (format of arch/gpus.yaml)")
+	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file: replica groups with count, preset or model/gpu/tp, overrides, labels")
+	fl.IntVar(&f.kvBlocks, "num-gpu-blocks-override", 0, "vLLM's num_gpu_blocks_override on every replica: the KV blocks (null block included) instead of the capacity computed from GPU memory")
+	fl.IntVar(&f.kvBlocks, "kv-blocks", 0, "deprecated: the old name of --num-gpu-blocks-override")
+	_ = fl.MarkHidden("kv-blocks")
+	fl.Float64Var(&f.gpuMemUtil, "gpu-memory-utilization", 0, "vLLM's gpu_memory_utilization on every replica (default: the preset's, 0.9)")
+	fl.StringVar(&f.kvDtype, "kv-cache-dtype", "", "vLLM's kv_cache_dtype on every replica: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2")
 	fl.IntVar(&f.maxSeqs, "max-num-seqs", 0, "override max_num_seqs on every replica")
 	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "override max_num_batched_tokens on every replica")
-	fl.IntVar(&f.blockSize, "block-size", 0, "override the KV block size on every replica")
+	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 0, "alias of --max-batched-tokens (vLLM's name)")
+	fl.IntVar(&f.blockSize, "block-size", 0, "override the KV block size on every replica (the computed KV capacity follows)")
 	fl.Uint64Var(&f.seed, "seed", 1, "run seed")
 	fl.IntVar(&f.maxRequests, "max-requests", 0, "stop after this many requests (0 = all)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop injecting requests after this much simulated time (0 = all)")
@@ -86,14 +105,24 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 }
 
 func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
+	var gpus *arch.GPUCatalogue
+	if f.gpuCatalog != "" {
+		var err error
+		if gpus, err = arch.LoadGPUCatalogue(f.gpuCatalog); err != nil {
+			return nil, fmt.Errorf("--gpu-catalogue: %w", err)
+		}
+	}
+	if f.tp < 0 {
+		return nil, fmt.Errorf("--tensor-parallel-size must be at least 1, got %d", f.tp)
+	}
 	var fleet []sim.ReplicaSpec
 	if f.fleet != "" {
 		var err error
-		if fleet, err = sim.LoadFleet(f.fleet); err != nil {
+		if fleet, err = sim.LoadFleetWith(f.fleet, sim.FleetOptions{GPUs: gpus}); err != nil {
 			return nil, err
 		}
 	} else {
-		p, err := replica.LookupPreset(f.preset)
+		p, err := f.replicaPreset(gpus)
 		if err != nil {
 			return nil, err
 		}
@@ -101,6 +130,9 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 			return nil, fmt.Errorf("--replicas must be at least 1, got %d", f.replicas)
 		}
 		fleet = sim.UniformFleet(f.replicas, p)
+	}
+	if f.gpuMemUtil < 0 || f.gpuMemUtil > 1 {
+		return nil, fmt.Errorf("--gpu-memory-utilization must be in (0, 1], got %g", f.gpuMemUtil)
 	}
 	for i := range fleet {
 		e := &fleet[i].Preset.Engine
@@ -116,14 +148,90 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 		if f.blockSize > 0 {
 			e.BlockSize = f.blockSize
 		}
+		if f.gpuMemUtil > 0 {
+			e.GPUMemoryUtilization = f.gpuMemUtil
+		}
+		if f.kvDtype != "" {
+			e.KVCacheDtype = f.kvDtype
+		}
 		e.CheckInvariants = f.checkInvar
+	}
+	// Resolve every engine now, so a configuration vLLM would refuse (too
+	// little memory, a bad argument) is an input error before the run.
+	for i := range fleet {
+		if _, err := fleet[i].Preset.EngineConfig(); err != nil {
+			return nil, err
+		}
+		if i > 0 && fleet[i].Preset.Name == fleet[i-1].Preset.Name {
+			continue // the same preset: checked once
+		}
+		if _, err := fleet[i].Preset.Model(); err != nil {
+			return nil, err
+		}
 	}
 	return fleet, nil
 }
 
+// replicaPreset is the preset of a uniform fleet: --model-config on --gpu
+// with --tensor-parallel-size, or --preset with --gpu and
+// --tensor-parallel-size replacing its own.
+func (f *specFlags) replicaPreset(gpus *arch.GPUCatalogue) (replica.Preset, error) {
+	cat := gpus
+	if cat == nil {
+		cat = arch.DefaultGPUs()
+	}
+	if f.modelConfig != "" {
+		m, err := arch.ResolveModel(f.modelConfig, "")
+		if err != nil {
+			return replica.Preset{}, fmt.Errorf("--model-config: %w", err)
+		}
+		name := f.gpu
+		if name == "" {
+			name = "H100"
+		}
+		g, err := cat.Lookup(name)
+		if err != nil {
+			return replica.Preset{}, fmt.Errorf("--gpu: %w", err)
+		}
+		p, err := replica.NewPreset(m, g, max(f.tp, 1))
+		if err != nil {
+			return replica.Preset{}, fmt.Errorf("--model-config: %w", err)
+		}
+		if gpus != nil {
+			return p.WithCatalogue(gpus)
+		}
+		return p, nil
+	}
+	p, err := replica.LookupPresetIn(f.preset, gpus)
+	if err != nil {
+		return replica.Preset{}, fmt.Errorf("--preset: %w", err)
+	}
+	ov := map[string]any{}
+	if f.gpu != "" {
+		ov["gpu"] = f.gpu
+	}
+	if f.tp > 0 {
+		ov["tensor_parallel_size"] = f.tp
+	}
+	if len(ov) > 0 {
+		js, _ := json.Marshal(ov)
+		if p, err = p.WithOverrides(js); err != nil {
+			return replica.Preset{}, err
+		}
+	}
+	return p, nil
+}
+
 func (f *specFlags) fleetDescription(replicas int) string {
-	if f.fleet != "" {
+	switch {
+	case f.fleet != "":
 		return fmt.Sprintf("%d replicas from %s", replicas, f.fleet)
+	case f.modelConfig != "":
+		gpu := f.gpu
+		if gpu == "" {
+			gpu = "H100"
+		}
+		return fmt.Sprintf("%d × %s on %d×%s", replicas, f.modelConfig, max(f.tp, 1), gpu)
 	}
 	return fmt.Sprintf("%d × %s", replicas, f.preset)
 }
