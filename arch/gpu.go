@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -150,7 +149,7 @@ func DefaultGPUs() *GPUCatalogue {
 
 // LoadGPUCatalogue returns the default catalogue merged with a user file.
 func LoadGPUCatalogue(path string) (*GPUCatalogue, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadConfigFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -161,3 +161,12 @@ func TestExperimentsHardware(t *testing.T) {
 		}
 	}
 }
+
+func TestReadConfigFileRefusesDevices(t *testing.T) {
+	if _, err := LoadModel("/dev/zero"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	if _, err := LoadGPUCatalogue(t.TempDir()); err == nil {
+		t.Error("a directory read as a catalogue")
+	}
+}

@@ -19,11 +19,31 @@ func LoadModel(path string) (*Model, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = strings.TrimSuffix(path, "/") + "/config.json"
 	}
-	data, err := os.ReadFile(path)
+	data, err := ReadConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return ParseModel(data, path)
+}
+
+// maxConfigBytes bounds the configuration files eppsim reads (config.json,
+// catalogues, presets): real ones are a few kilobytes.
+const maxConfigBytes = 16 << 20
+
+// ReadConfigFile reads a configuration file: a regular file of at most
+// 16 MiB (not a device or a pipe that never ends).
+func ReadConfigFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	if st.Size() > maxConfigBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than a configuration file's %d", path, st.Size(), maxConfigBytes)
+	}
+	return os.ReadFile(path)
 }
 
 // ParseModel decodes a Hugging Face config.json. Unknown keys are ignored

@@ -132,7 +132,7 @@ func ParsePreset(data []byte, file, dir string, gpus *arch.GPUCatalogue) (Preset
 
 // LoadPreset reads a preset file.
 func LoadPreset(path string, gpus *arch.GPUCatalogue) (Preset, error) {
-	data, err := os.ReadFile(path)
+	data, err := arch.ReadConfigFile(path)
 	if err != nil {
 		return Preset{}, err
 	}

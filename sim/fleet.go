@@ -99,7 +99,7 @@ func LoadFleet(path string) ([]ReplicaSpec, error) {
 
 // LoadFleetWith reads a fleet file with options.
 func LoadFleetWith(path string, opts FleetOptions) ([]ReplicaSpec, error) {
-	data, err := os.ReadFile(path)
+	data, err := arch.ReadConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
@@ -132,7 +132,7 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 	gpus := opts.GPUs
 	if f.GPUCatalogue != "" {
 		cat := inDir(dir, f.GPUCatalogue)
-		data, err := os.ReadFile(cat)
+		data, err := arch.ReadConfigFile(cat)
 		if err != nil {
 			return nil, fmt.Errorf("%s: gpu_catalogue: %w", name, err)
 		}
