@@ -189,6 +189,14 @@ func TestRunModelConfig(t *testing.T) {
 	if name, e = fleetOf("--model-config", "Qwen/Qwen3-14B", "--gpu", "h100-nvl", "--gpu-catalogue", gpus); name != "qwen3-14b-h100-nvl" || e.Blocks <= h100.Blocks {
 		t.Errorf("user catalogue GPU: %s %+v (H100: %+v)", name, e, h100)
 	}
+	// Llama-4's 10M-token max_position_embeddings needs --max-model-len, as in vLLM.
+	if _, _, err := runCLI(t, "run", "--model-config", "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "--tp", "2"); err == nil || !strings.Contains(err.Error(), "lower max_model_len") {
+		t.Errorf("scout without --max-model-len: %v", err)
+	}
+	if name, e = fleetOf("--model-config", "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "--tp", "2", "--max-model-len", "4096",
+		"--max-num-seqs", "128", "--max-batched-tokens", "2048"); name != "llama-4-scout-17b-16e-instruct-fp8-dynamic-h100-tp2" || e.Blocks < 10000 {
+		t.Errorf("scout: %s %+v", name, e)
+	}
 	if _, e = fleetOf("--kv-blocks", "1234"); e.Blocks != 1234 {
 		t.Errorf("--kv-blocks: %+v", e)
 	}

@@ -34,6 +34,7 @@ type specFlags struct {
 	gpuMemUtil  float64
 	kvDtype     string
 	maxSeqs     int
+	maxModelLen int
 	maxBatched  int
 	blockSize   int
 	seed        uint64
@@ -68,6 +69,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.gpuMemUtil, "gpu-memory-utilization", 0, "vLLM's gpu_memory_utilization on every replica (default: the preset's, 0.9)")
 	fl.StringVar(&f.kvDtype, "kv-cache-dtype", "", "vLLM's kv_cache_dtype on every replica: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2")
 	fl.IntVar(&f.maxSeqs, "max-num-seqs", 0, "override max_num_seqs on every replica")
+	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "override max_model_len on every replica (default: the model's max_position_embeddings)")
 	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "override max_num_batched_tokens on every replica")
 	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 0, "alias of --max-batched-tokens (vLLM's name)")
 	fl.IntVar(&f.blockSize, "block-size", 0, "override the KV block size on every replica (the computed KV capacity follows)")
@@ -141,6 +143,9 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 		}
 		if f.maxSeqs > 0 {
 			e.MaxNumSeqs = f.maxSeqs
+		}
+		if f.maxModelLen > 0 {
+			e.MaxModelLen = f.maxModelLen
 		}
 		if f.maxBatched > 0 {
 			e.MaxNumBatchedTokens = f.maxBatched
