@@ -12,7 +12,8 @@ func BenchmarkDecodeStep(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			p, _ := LookupPreset("llama-3.1-8b-h100")
 			m, _ := p.Model()
-			e, err := NewEngine(p.Engine, m)
+			cfg, _ := p.EngineConfig()
+			e, err := NewEngine(cfg, m)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -53,7 +54,8 @@ func BenchmarkDecodeStep(b *testing.B) {
 func BenchmarkAdmitLongPrompt(b *testing.B) {
 	p, _ := LookupPreset("llama-3.1-8b-h100")
 	m, _ := p.Model()
-	e, err := NewEngine(p.Engine, m)
+	cfg, _ := p.EngineConfig()
+	e, err := NewEngine(cfg, m)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,11 +91,12 @@ func BenchmarkAdmitLongPrompt(b *testing.B) {
 func BenchmarkFleetChurn(b *testing.B) {
 	p, _ := LookupPreset("llama-3.1-8b-h100")
 	m, _ := p.Model()
+	cfg, _ := p.EngineConfig()
 	const engines, promptBlocks, sharedBlocks = 12, 750, 256
-	bs := p.Engine.BlockSize
+	bs := cfg.BlockSize
 	fleet := make([]*Engine, engines)
 	for i := range fleet {
-		e, err := NewEngine(p.Engine, m)
+		e, err := NewEngine(cfg, m)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,48 +1,94 @@
 package replica
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 
-	"sigs.k8s.io/yaml"
+	"github.com/eppsim/eppsim/arch"
 )
 
-// Config is one engine's vLLM configuration.
+// Config is one engine's resolved vLLM configuration: what NewEngine runs
+// and what a run's summary records. Users do not write it directly; they
+// give EngineArgs (vLLM's arguments, with defaults) in a preset, and
+// Preset.EngineConfig resolves them, KV capacity included. The JSON field
+// names are vLLM's.
 type Config struct {
 	// BlockSize is the KV block size in tokens (A.1 default 16).
-	BlockSize int `json:"blockSize"`
-	// NumGPUBlocks is vLLM's num_gpu_blocks, null block included.
-	NumGPUBlocks int `json:"numGpuBlocks"`
+	BlockSize int `json:"block_size"`
+	// NumGPUBlocks is vLLM's num_gpu_blocks, null block included: the count
+	// vLLM computes from memory (KVCapacity) and logs, or
+	// num_gpu_blocks_override.
+	NumGPUBlocks int `json:"num_gpu_blocks"`
 	// MaxNumBatchedTokens is the per-step token budget (A.5).
-	MaxNumBatchedTokens int `json:"maxNumBatchedTokens"`
+	MaxNumBatchedTokens int `json:"max_num_batched_tokens"`
 	// MaxNumSeqs caps the running requests (A.5).
-	MaxNumSeqs int `json:"maxNumSeqs"`
+	MaxNumSeqs int `json:"max_num_seqs"`
 	// LongPrefillTokenThreshold caps one request's tokens per step when > 0.
-	LongPrefillTokenThreshold int `json:"longPrefillTokenThreshold"`
+	LongPrefillTokenThreshold int `json:"long_prefill_token_threshold"`
 	// MaxModelLen is the longest sequence (prompt + output) accepted; 0 means
 	// the KV capacity.
-	MaxModelLen int `json:"maxModelLen"`
+	MaxModelLen int `json:"max_model_len"`
 	// DisablePrefixCaching turns the prefix cache off (vLLM enables it by
-	// default, A.5).
-	DisablePrefixCaching bool `json:"disablePrefixCaching"`
+	// default, A.5). Its JSON form is vLLM's enable_prefix_caching.
+	DisablePrefixCaching bool `json:"-"`
 	// HashSeed seeds the block-hash chain (PYTHONHASHSEED). Replicas of one
 	// fleet share it so equal prefixes hash alike everywhere.
-	HashSeed uint64 `json:"hashSeed"`
+	HashSeed uint64 `json:"hash_seed"`
 	// KVEvents makes the engine publish KV events to its subscribers.
-	KVEvents bool `json:"kvEvents"`
+	KVEvents bool `json:"kv_events"`
 	// CheckInvariants verifies pool and queue invariants after every step
 	// (debug option; tests turn it on).
-	CheckInvariants bool `json:"checkInvariants"`
+	CheckInvariants bool `json:"check_invariants"`
+}
+
+// configJSON is Config's JSON form: DisablePrefixCaching as vLLM's
+// enable_prefix_caching.
+type configJSON struct {
+	plainConfig
+	EnablePrefixCaching *bool `json:"enable_prefix_caching"`
+}
+
+type plainConfig Config
+
+// MarshalJSON writes vLLM's field names.
+func (c Config) MarshalJSON() ([]byte, error) {
+	on := !c.DisablePrefixCaching
+	return json.Marshal(configJSON{plainConfig(c), &on})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; enable_prefix_caching
+// defaults to true.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	var v configJSON
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*c = Config(v.plainConfig)
+	c.DisablePrefixCaching = v.EnablePrefixCaching != nil && !*v.EnablePrefixCaching
+	return nil
+}
+
+// LegacyConfigKeys maps the camelCase JSON names Config had before it took
+// vLLM's names to the current ones (summaries written by older eppsim
+// versions use them; report reads them through this table).
+var LegacyConfigKeys = map[string]string{
+	"blockSize":                 "block_size",
+	"numGpuBlocks":              "num_gpu_blocks",
+	"maxNumBatchedTokens":       "max_num_batched_tokens",
+	"maxNumSeqs":                "max_num_seqs",
+	"longPrefillTokenThreshold": "long_prefill_token_threshold",
+	"maxModelLen":               "max_model_len",
+	"disablePrefixCaching":      "enable_prefix_caching", // negated
+	"hashSeed":                  "hash_seed",
+	"kvEvents":                  "kv_events",
+	"checkInvariants":           "check_invariants",
 }
 
 // BatchDefaults returns vLLM's max_num_batched_tokens / max_num_seqs for the
 // OpenAI API server on a GPU class (A.5, EngineArgs.get_batch_defaults):
 // 8192/1024 for ≥70 GiB parts other than A100, else 2048/256.
-func BatchDefaults(g GPUSpec) (maxBatchedTokens, maxSeqs int) {
-	if g.LargeClass {
+func BatchDefaults(g *arch.GPU) (maxBatchedTokens, maxSeqs int) {
+	if g.LargeBatch() {
 		return 8192, 1024
 	}
 	return 2048, 256
@@ -51,155 +97,98 @@ func BatchDefaults(g GPUSpec) (maxBatchedTokens, maxSeqs int) {
 func (c *Config) validate() error {
 	switch {
 	case c.BlockSize <= 0:
-		return fmt.Errorf("blockSize must be positive, got %d", c.BlockSize)
+		return fmt.Errorf("block_size must be positive, got %d", c.BlockSize)
 	case c.NumGPUBlocks < 2:
-		return fmt.Errorf("numGpuBlocks must be at least 2 (block 0 is the null block), got %d", c.NumGPUBlocks)
+		return fmt.Errorf("num_gpu_blocks must be at least 2 (block 0 is the null block), got %d", c.NumGPUBlocks)
 	case c.MaxNumBatchedTokens <= 0:
-		return fmt.Errorf("maxNumBatchedTokens must be positive, got %d", c.MaxNumBatchedTokens)
+		return fmt.Errorf("max_num_batched_tokens must be positive, got %d", c.MaxNumBatchedTokens)
 	case c.MaxNumSeqs <= 0:
-		return fmt.Errorf("maxNumSeqs must be positive, got %d", c.MaxNumSeqs)
+		return fmt.Errorf("max_num_seqs must be positive, got %d", c.MaxNumSeqs)
 	case c.LongPrefillTokenThreshold < 0:
-		return fmt.Errorf("longPrefillTokenThreshold must not be negative, got %d", c.LongPrefillTokenThreshold)
+		return fmt.Errorf("long_prefill_token_threshold must not be negative, got %d", c.LongPrefillTokenThreshold)
 	case c.MaxModelLen < 0:
-		return fmt.Errorf("maxModelLen must not be negative, got %d", c.MaxModelLen)
+		return fmt.Errorf("max_model_len must not be negative, got %d", c.MaxModelLen)
 	}
 	return nil
 }
 
-// Preset is a named replica: a model on a GPU class with its engine knobs,
-// KV capacity and step-time model. Presets are plain data; every field can be
-// overridden (WithOverrides).
-type Preset struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Engine      Config `json:"engine"`
-	// StepModel selects "roofline" (B.3, the default) or "linear".
-	StepModel string   `json:"stepModel"`
-	Roofline  Roofline `json:"roofline"`
-	Linear    Linear   `json:"linear"`
-	// Non-blocking CPU-side delays (B.3, BLIS α0 and α2): added to a
-	// request's TTFT and per output token, never to the engine step.
-	IngestUs         float64 `json:"ingestUs"`
-	PerOutputTokenUs float64 `json:"perOutputTokenUs"`
+// EngineArgs are a replica's vLLM engine arguments, by vLLM's names (the
+// `engine:` block of a preset or a fleet group's overrides). Zero values
+// take vLLM's defaults when Preset.EngineConfig resolves them.
+type EngineArgs struct {
+	// BlockSize is the KV block size in tokens (default 16).
+	BlockSize int `json:"block_size,omitempty"`
+	// MaxNumBatchedTokens and MaxNumSeqs default by GPU class
+	// (BatchDefaults).
+	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
+	MaxNumSeqs          int `json:"max_num_seqs,omitempty"`
+	// MaxModelLen defaults to the model's max_position_embeddings.
+	MaxModelLen               int `json:"max_model_len,omitempty"`
+	LongPrefillTokenThreshold int `json:"long_prefill_token_threshold,omitempty"`
+	// EnablePrefixCaching defaults to true.
+	EnablePrefixCaching *bool `json:"enable_prefix_caching,omitempty"`
+	// GPUMemoryUtilization is the fraction of device memory vLLM may use
+	// (default 0.9).
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
+	// KVCacheDtype is auto (the model's dtype), bfloat16, or fp8 (and its
+	// e4m3/e5m2 variants).
+	KVCacheDtype string `json:"kv_cache_dtype,omitempty"`
+	// NumGPUBlocksOverride, when > 0, replaces the computed KV capacity
+	// (null block included, as vLLM's num_gpu_blocks).
+	NumGPUBlocksOverride int `json:"num_gpu_blocks_override,omitempty"`
+	// CheckInvariants verifies pool and queue invariants after every step
+	// (debugging).
+	CheckInvariants bool `json:"check_invariants,omitempty"`
 }
 
-// Model returns the preset's step-time model.
-func (p *Preset) Model() (StepModel, error) {
-	switch p.StepModel {
-	case "", "roofline":
-		r := p.Roofline
-		return &r, nil
-	case "linear":
-		l := p.Linear
-		return &l, nil
+// DefaultGPUMemoryUtilization is vLLM's default gpu_memory_utilization
+// (CacheConfig, A.5).
+const DefaultGPUMemoryUtilization = 0.9
+
+// DefaultBlockSize is vLLM's default block size on CUDA (A.1).
+const DefaultBlockSize = 16
+
+func (e *EngineArgs) validate() error {
+	switch {
+	case e.BlockSize < 0:
+		return fmt.Errorf("block_size must be positive, got %d", e.BlockSize)
+	case e.MaxNumBatchedTokens < 0:
+		return fmt.Errorf("max_num_batched_tokens must be positive, got %d", e.MaxNumBatchedTokens)
+	case e.MaxNumSeqs < 0:
+		return fmt.Errorf("max_num_seqs must be positive, got %d", e.MaxNumSeqs)
+	case e.MaxModelLen < 0:
+		return fmt.Errorf("max_model_len must not be negative, got %d", e.MaxModelLen)
+	case e.LongPrefillTokenThreshold < 0:
+		return fmt.Errorf("long_prefill_token_threshold must not be negative, got %d", e.LongPrefillTokenThreshold)
+	case e.GPUMemoryUtilization < 0 || e.GPUMemoryUtilization > 1:
+		return fmt.Errorf("gpu_memory_utilization must be in (0, 1], got %g", e.GPUMemoryUtilization)
+	case e.NumGPUBlocksOverride != 0 && e.NumGPUBlocksOverride < 2:
+		return fmt.Errorf("num_gpu_blocks_override must be at least 2 (block 0 is the null block), got %d", e.NumGPUBlocksOverride)
 	}
-	return nil, fmt.Errorf("preset %s: unknown stepModel %q (want roofline or linear)", p.Name, p.StepModel)
+	return nil
 }
 
-// Model shapes from the models' config.json (B.1).
-var (
-	llama31_8B  = ModelSpec{Name: "meta-llama/Llama-3.1-8B-Instruct", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336, Vocab: 128256, MaxLen: 131072}
-	llama31_70B = ModelSpec{Name: "meta-llama/Llama-3.1-70B-Instruct", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, HeadDim: 128, FFN: 28672, Vocab: 128256, MaxLen: 131072}
-
-	// GPU classes (B.2, BLIS hardware_config.json).
-	gpuH100 = GPUSpec{Name: "H100", TFlops: 989.5, BandwidthT: 3.35, MFUPrefill: 0.45, MFUDecode: 0.30, MemoryGiB: 80, LargeClass: true}
-	gpuA100 = GPUSpec{Name: "A100-80GB", TFlops: 312, BandwidthT: 2.039, MFUPrefill: 0.38, MFUDecode: 0.18, MemoryGiB: 80}
-)
-
-// gpuMemoryUtilization is vLLM's default gpu_memory_utilization (A.5).
-const gpuMemoryUtilization = 0.9
-
-func roofline(m ModelSpec, g GPUSpec, tp int) Roofline {
-	// BLIS trained-physics constants (B.2/B.3): β5 32.09546717 µs/layer,
-	// β7 126.024825 µs/step, β6 4.41684444 µs/request, η_w = 1/β3,
-	// η_kv = 1/β2b; all-reduce at 0.27 of HBM bandwidth plus an estimated
-	// 8 µs latency each.
-	return Roofline{
-		Model: m, GPU: g, TP: tp,
-		LayerUs: 32.09546717, StepUs: 126.024825, ReqUs: 4.41684444,
-		EtaWeights: 1 / 1.36252915, EtaKV: 1 / 1.94710771,
-		AllReduceBWRatio: 0.27, AllReduceUs: 8,
-		Multiplier: 1,
-	}
-}
-
-func newPreset(name, desc string, m ModelSpec, g GPUSpec, tp int) Preset {
-	blocks, err := KVCapacityBlocks(m, g, tp, 16, gpuMemoryUtilization)
-	if err != nil {
-		panic(err) // the built-in table is fixed; a failure is a programming error
+// withDefaults fills the zero fields with vLLM's defaults for model m on
+// GPU g.
+func (e EngineArgs) withDefaults(m *arch.Model, g *arch.GPU) EngineArgs {
+	if e.BlockSize == 0 {
+		e.BlockSize = DefaultBlockSize
 	}
 	tok, seqs := BatchDefaults(g)
-	rf := roofline(m, g, tp)
-	return Preset{
-		Name: name, Description: desc,
-		Engine: Config{
-			BlockSize: 16, NumGPUBlocks: blocks,
-			MaxNumBatchedTokens: tok, MaxNumSeqs: seqs,
-			MaxModelLen: m.MaxLen,
-		},
-		StepModel:        "roofline",
-		Roofline:         rf,
-		Linear:           linearFromRoofline(&rf),
-		IngestUs:         15563.2,
-		PerOutputTokenUs: 45.9,
+	if e.MaxNumBatchedTokens == 0 {
+		e.MaxNumBatchedTokens = tok
 	}
-}
-
-// Presets returns the built-in replica presets, sorted by name.
-func Presets() []Preset {
-	ps := []Preset{
-		newPreset("llama-3.1-8b-h100", "Llama-3.1-8B-Instruct, BF16, 1×H100 80GB", llama31_8B, gpuH100, 1),
-		newPreset("llama-3.1-8b-a100", "Llama-3.1-8B-Instruct, BF16, 1×A100 80GB", llama31_8B, gpuA100, 1),
-		newPreset("llama-3.1-70b-h100-tp4", "Llama-3.1-70B-Instruct, BF16, 4×H100 80GB, TP4", llama31_70B, gpuH100, 4),
+	if e.MaxNumSeqs == 0 {
+		e.MaxNumSeqs = seqs
 	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
-	return ps
-}
-
-// linearFromRoofline derives the linear model's coefficients from the
-// roofline: the step overhead plus weight read, the compute-bound cost of
-// one uncached prompt token, and the per-sequence cost of a decode at 1k
-// context. It is a starting point for users' own calibration.
-func linearFromRoofline(r *Roofline) Linear {
-	one := float64(r.StepTime([]BatchEntry{{NewTokens: 1, Context: 1024, Decode: true}}))
-	two := float64(r.StepTime([]BatchEntry{{NewTokens: 1, Context: 1024, Decode: true}, {NewTokens: 1, Context: 1024, Decode: true}}))
-	chunk := float64(r.StepTime([]BatchEntry{{NewTokens: 2048}}))
-	perSeq := (two - one) / 1e3
-	step := one/1e3 - perSeq
-	return Linear{StepUs: step, PrefillTokenUs: (chunk/1e3 - step) / 2048, DecodeSeqUs: perSeq}
-}
-
-// LookupPreset returns the named preset.
-func LookupPreset(name string) (Preset, error) {
-	var names []string
-	for _, p := range Presets() {
-		if p.Name == name {
-			return p, nil
-		}
-		names = append(names, p.Name)
+	if e.MaxModelLen == 0 {
+		e.MaxModelLen = m.MaxPositionEmbeddings
 	}
-	return Preset{}, fmt.Errorf("unknown replica preset %q (have %s)", name, strings.Join(names, ", "))
-}
-
-// WithOverrides returns a copy of p with the fields given in overrides (YAML
-// or JSON, same field names as the preset's JSON form) replaced. Unknown
-// fields are errors.
-func (p Preset) WithOverrides(overrides []byte) (Preset, error) {
-	if len(bytes.TrimSpace(overrides)) == 0 {
-		return p, nil
+	if e.GPUMemoryUtilization == 0 {
+		e.GPUMemoryUtilization = DefaultGPUMemoryUtilization
 	}
-	js, err := yaml.YAMLToJSON(overrides)
-	if err != nil {
-		return Preset{}, fmt.Errorf("preset %s overrides: %w", p.Name, err)
+	if e.KVCacheDtype == "" {
+		e.KVCacheDtype = "auto"
 	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	out := p
-	if err := dec.Decode(&out); err != nil {
-		return Preset{}, fmt.Errorf("preset %s overrides: %w", p.Name, err)
-	}
-	if err := out.Engine.validate(); err != nil {
-		return Preset{}, fmt.Errorf("preset %s overrides: %w", p.Name, err)
-	}
-	return out, nil
+	return e
 }

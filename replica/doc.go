@@ -19,5 +19,11 @@
 //   - A.7 KV events (BlockStored per request per step, BlockRemoved on
 //     eviction, AllBlocksCleared): events.go
 //   - A.8 scraped gauges: Engine.Gauges
-//   - B.3 step-time model and presets: steptime.go, presets.go
+//   - B.1/B.3 step-time model (the roofline, bound to an arch.Model on an
+//     arch.GPU): steptime.go
+//   - KV capacity as vLLM sizes it from GPU memory (num_gpu_blocks):
+//     capacity.go, docs/latency.md "KV capacity"
+//   - presets (YAML files naming a model, a GPU, the tensor-parallel degree
+//     and vLLM's engine arguments) and their resolution into a Config:
+//     preset.go, presets/*.yaml
 package replica

@@ -1,6 +1,6 @@
 package replica
 
-import "fmt"
+import "github.com/eppsim/eppsim/arch"
 
 // BatchEntry describes one scheduled request of a step for the step-time
 // model: NewTokens computed this step after Context tokens already in the
@@ -17,114 +17,137 @@ type StepModel interface {
 	StepTime(batch []BatchEntry) int64
 }
 
-// ModelSpec is a transformer's shape (vllm-engine.md B.1 notation).
-type ModelSpec struct {
-	Name       string `json:"name"`
-	Layers     int    `json:"layers"`     // L
-	Hidden     int    `json:"hidden"`     // d
-	Heads      int    `json:"heads"`      // h
-	KVHeads    int    `json:"kvHeads"`    // h_kv
-	HeadDim    int    `json:"headDim"`    // d_h
-	FFN        int    `json:"ffn"`        // d_ff
-	Vocab      int    `json:"vocab"`      // V
-	TiedEmbeds bool   `json:"tiedEmbeds"` // lm_head shares the input embedding
-	MaxLen     int    `json:"maxModelLen"`
-}
-
-// LinearParams is P_lin = L·[d(2d + 2·d_kv) + 3·d·d_ff] (B.1).
-func (m ModelSpec) LinearParams() float64 {
-	d, dkv := float64(m.Hidden), float64(m.KVHeads*m.HeadDim)
-	return float64(m.Layers) * (d*(2*d+2*dkv) + 3*d*float64(m.FFN))
-}
-
-// Params is the parameter count: linear layers plus embedding and lm_head.
-func (m ModelSpec) Params() float64 {
-	emb := float64(m.Hidden) * float64(m.Vocab)
-	if m.TiedEmbeds {
-		return m.LinearParams() + emb
-	}
-	return m.LinearParams() + 2*emb
-}
-
-// KVBytesPerToken is 2·L·h_kv·d_h·2 bytes (BF16 K and V), before TP (B.1).
-func (m ModelSpec) KVBytesPerToken() float64 {
-	return float64(2 * m.Layers * m.KVHeads * m.HeadDim * 2)
-}
-
-// GPUSpec is one accelerator class (B.2, BLIS hardware_config).
-type GPUSpec struct {
-	Name       string  `json:"name"`
-	TFlops     float64 `json:"tflops"`     // peak BF16 TFLOP/s
-	BandwidthT float64 `json:"bwTBs"`      // HBM TB/s
-	MFUPrefill float64 `json:"mfuPrefill"` // MFU for steps with prefill tokens
-	MFUDecode  float64 `json:"mfuDecode"`  // MFU for decode-only steps
-	MemoryGiB  float64 `json:"memoryGiB"`
-	// LargeClass selects vLLM's larger batch defaults: ≥70 GiB and not A100
-	// (A.5).
-	LargeClass bool `json:"largeClass"`
-}
-
 // Roofline is the recommended step-time model of B.3:
 //
 //	t_step = T0 + t_req·B + max(T_mem, T_cmp) + T_tp
 //
-// with the BLIS-derived constants below. All fields are data: presets set
-// them and users may override any of them.
+// with the BLIS-derived constants of DefaultRoofline. The coefficients are
+// data: presets set them and users may override any of them. The replica
+// it models (model, GPU, TP, KV dtype) comes from the preset
+// (Preset.Model binds it).
 type Roofline struct {
-	Model ModelSpec `json:"model"`
-	GPU   GPUSpec   `json:"gpu"`
-	TP    int       `json:"tp"`
 	// T0 = LayerUs·L + StepUs (BLIS β5, β7).
-	LayerUs float64 `json:"layerUs"`
-	StepUs  float64 `json:"stepUs"`
+	LayerUs float64 `json:"layer_us"`
+	StepUs  float64 `json:"step_us"`
 	// ReqUs is t_req per scheduled sequence (BLIS β6).
-	ReqUs float64 `json:"reqUs"`
+	ReqUs float64 `json:"req_us"`
 	// Bandwidth efficiencies for weight and KV reads (1/β3, 1/β2b).
-	EtaWeights float64 `json:"etaWeights"`
-	EtaKV      float64 `json:"etaKV"`
+	EtaWeights float64 `json:"eta_weights"`
+	EtaKV      float64 `json:"eta_kv"`
+	// MFU of steps with prefill tokens and of decode-only steps; 0 takes
+	// the GPU's BLIS-calibrated value (DefaultMFU).
+	MFUPrefill float64 `json:"mfu_prefill,omitempty"`
+	MFUDecode  float64 `json:"mfu_decode,omitempty"`
 	// TP all-reduce: bandwidth ratio NVLink/HBM and per-all-reduce latency.
-	AllReduceBWRatio float64 `json:"allReduceBWRatio"`
-	AllReduceUs      float64 `json:"allReduceUs"`
+	AllReduceBWRatio float64 `json:"all_reduce_bw_ratio"`
+	AllReduceUs      float64 `json:"all_reduce_us"`
 	// Multiplier scales the whole step (calibration knob; 1 = as modelled).
 	Multiplier float64 `json:"multiplier"`
+
+	c rooflineConsts // set by Bind
 }
 
-// StepTime implements StepModel (B.3).
+// rooflineConsts are the per-replica quantities of B.3, computed once.
+type rooflineConsts struct {
+	bound                 bool
+	layers, hidden, tp    float64
+	wBytes                float64 // weight bytes read per step per GPU
+	kvPerToken            float64 // KV bytes per token per GPU
+	linFlops, lmHeadFlops float64 // per new token, per sequence (per GPU)
+	attnFlops             float64 // per (query, context) token pair (per GPU)
+	bw, peakFlops         float64 // bytes/s, FLOP/s
+	mfuPrefill, mfuDecode float64
+}
+
+// DefaultRoofline returns the BLIS trained-physics constants (B.2/B.3): β5
+// 32.09546717 µs/layer, β7 126.024825 µs/step, β6 4.41684444 µs/request,
+// η_w = 1/β3, η_kv = 1/β2b; all-reduce at 0.27 of HBM bandwidth plus an
+// estimated 8 µs latency each.
+func DefaultRoofline() Roofline {
+	return Roofline{
+		LayerUs: 32.09546717, StepUs: 126.024825, ReqUs: 4.41684444,
+		EtaWeights: 1 / 1.36252915, EtaKV: 1 / 1.94710771,
+		AllReduceBWRatio: 0.27, AllReduceUs: 8,
+		Multiplier: 1,
+	}
+}
+
+// DefaultMFU returns the roofline's MFU for a GPU of the catalogue (BLIS
+// hardware_config.json, B.2: mfuPrefill, mfuDecode); GPUs BLIS did not
+// calibrate take the H100's.
+func DefaultMFU(g *arch.GPU) (prefill, decode float64) {
+	switch g.Name {
+	case "A100-80GB", "A100-40GB":
+		return 0.38, 0.18
+	case "L40S":
+		return 0.32, 0.08
+	}
+	return 0.45, 0.30
+}
+
+// Bind sets the replica the model describes: model m on tensor-parallel
+// GPUs g with kvElem bytes per cached K or V element. B.1's quantities:
+// weights read per step (LinearWeightBytes + lm_head, all experts: a batch
+// touches most of them), KV bytes per token per GPU, linear FLOPs of the
+// active parameters per new token, lm_head FLOPs per sequence, attention
+// FLOPs per token pair. GEMMs run at the FP8 peak for FP8 checkpoints.
+func (r *Roofline) Bind(m *arch.Model, g *arch.GPU, tp, kvElem int) {
+	t := float64(max(tp, 1))
+	d, V := float64(m.Hidden), float64(m.Vocab)
+	r.c = rooflineConsts{
+		bound:  true,
+		layers: float64(m.Layers), hidden: d, tp: t,
+		wBytes:      (m.LinearWeightBytes() + m.LMHeadBytes()) / t,
+		kvPerToken:  float64(m.KVBytesPerToken(kvElem, tp)),
+		linFlops:    2 * float64(m.LinearParams()) / t,
+		lmHeadFlops: 2 * d * V / t,
+		attnFlops:   m.AttentionFLOPsPerPair() / t,
+		bw:          g.MemoryBandwidthTBps * 1e12,
+		peakFlops:   g.TFLOPS(m.Quant.Float && m.Quant.WeightBits == 8) * 1e12,
+	}
+	r.c.mfuPrefill, r.c.mfuDecode = DefaultMFU(g)
+	if r.MFUPrefill > 0 {
+		r.c.mfuPrefill = r.MFUPrefill
+	}
+	if r.MFUDecode > 0 {
+		r.c.mfuDecode = r.MFUDecode
+	}
+}
+
+// StepTime implements StepModel (B.3). The roofline must be bound (Bind).
 func (r *Roofline) StepTime(batch []BatchEntry) int64 {
 	if len(batch) == 0 {
 		return 0
 	}
-	m := r.Model
-	tp := float64(max(r.TP, 1))
-	L := float64(m.Layers)
+	c := &r.c
+	if !c.bound {
+		panic("replica: Roofline.StepTime before Bind")
+	}
 	var nNew, kvTokens, attn float64
 	prefill := false
 	for _, e := range batch {
-		n, c := float64(e.NewTokens), float64(e.Context)
+		n, ctx := float64(e.NewTokens), float64(e.Context)
 		nNew += n
-		kvTokens += c + n // K: all KV touched this step
+		kvTokens += ctx + n // K: all KV touched this step
 		if e.Decode {
-			attn += c
+			attn += ctx
 		} else {
 			prefill = true
-			attn += n * (c + n/2)
+			attn += n * (ctx + n/2)
 		}
 	}
 	B := float64(len(batch))
-	d, V := float64(m.Hidden), float64(m.Vocab)
-	pLin := m.LinearParams()
-	bw := r.GPU.BandwidthT * 1e12
-	wBytes := (pLin + d*V) * 2 / tp
-	tMem := wBytes/(bw*r.EtaWeights) + m.KVBytesPerToken()/tp*kvTokens/(bw*r.EtaKV)
-	mfu := r.GPU.MFUDecode
+	L, d, tp := c.layers, c.hidden, c.tp
+	tMem := c.wBytes/(c.bw*r.EtaWeights) + c.kvPerToken*kvTokens/(c.bw*r.EtaKV)
+	mfu := c.mfuDecode
 	if prefill {
-		mfu = r.GPU.MFUPrefill
+		mfu = c.mfuPrefill
 	}
-	flops := 2*pLin/tp*nNew + 2*d*V/tp*B + 4*L*float64(m.Heads*m.HeadDim)/tp*attn
-	tCmp := flops / (r.GPU.TFlops * 1e12 * mfu)
+	flops := c.linFlops*nNew + c.lmHeadFlops*B + c.attnFlops*attn
+	tCmp := flops / (c.peakFlops * mfu)
 	sec := (r.LayerUs*L+r.StepUs)*1e-6 + r.ReqUs*1e-6*B + max(tMem, tCmp)
-	if r.TP > 1 {
-		sec += 2*L*nNew*d*2*2*(tp-1)/tp/(r.AllReduceBWRatio*bw) + 2*L*r.AllReduceUs*1e-6
+	if tp > 1 {
+		sec += 2*L*nNew*d*2*2*(tp-1)/tp/(r.AllReduceBWRatio*c.bw) + 2*L*r.AllReduceUs*1e-6
 	}
 	mult := r.Multiplier
 	if mult == 0 {
@@ -137,9 +160,9 @@ func (r *Roofline) StepTime(batch []BatchEntry) int64 {
 // a fixed overhead per step, a cost per uncached prompt token computed and a
 // cost per decoding sequence.
 type Linear struct {
-	StepUs         float64 `json:"stepUs"`
-	PrefillTokenUs float64 `json:"prefillTokenUs"`
-	DecodeSeqUs    float64 `json:"decodeSeqUs"`
+	StepUs         float64 `json:"step_us"`
+	PrefillTokenUs float64 `json:"prefill_token_us"`
+	DecodeSeqUs    float64 `json:"decode_seq_us"`
 }
 
 // StepTime implements StepModel.
@@ -156,26 +179,4 @@ func (l *Linear) StepTime(batch []BatchEntry) int64 {
 		}
 	}
 	return int64(us * 1e3)
-}
-
-// KVCapacityBlocks estimates num_gpu_blocks the way BLIS's CalculateKVBlocks
-// does (B.3): memory·utilisation minus weights, activations (5.5 GiB for a
-// dense model, split across TP ranks) and non-torch memory (0.15 GiB at TP1,
-// 0.6 GiB per GPU at TP>1), divided by the bytes of one KV block per GPU.
-func KVCapacityBlocks(m ModelSpec, g GPUSpec, tp, blockSize int, gpuMemUtil float64) (int, error) {
-	if tp < 1 || blockSize < 1 {
-		return 0, fmt.Errorf("kv capacity: tp %d and block size %d must be positive", tp, blockSize)
-	}
-	const gib = 1 << 30
-	nonTorch := 0.15
-	if tp > 1 {
-		nonTorch = 0.6
-	}
-	free := g.MemoryGiB*gpuMemUtil*gib - m.Params()*2/float64(tp) - 5.5*gib/float64(tp) - nonTorch*gib
-	perBlock := m.KVBytesPerToken() / float64(tp) * float64(blockSize)
-	n := int(free / perBlock)
-	if n < 2 {
-		return 0, fmt.Errorf("kv capacity: model %s does not fit on %d×%s", m.Name, tp, g.Name)
-	}
-	return n, nil
 }

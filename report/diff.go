@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/eppsim/eppsim/replica"
 )
 
 // RunSet is one side of a comparison: the runs of one summary document.
@@ -111,6 +113,10 @@ func (rs *RunSet) parse(data []byte) error {
 	}
 	for name, raw := range raws {
 		r := &Run{Name: name}
+		raw, err := upgradeLegacyEngineKeys(raw)
+		if err != nil {
+			return fmt.Errorf("run %q: %w", name, err)
+		}
 		if err := json.Unmarshal(raw, &r.Summary); err != nil {
 			return fmt.Errorf("run %q: %w", name, err)
 		}
@@ -125,6 +131,45 @@ func (rs *RunSet) parse(data []byte) error {
 	}
 	slices.SortFunc(rs.Runs, func(a, b *Run) int { return strings.Compare(a.Name, b.Name) })
 	return nil
+}
+
+// upgradeLegacyEngineKeys rewrites the engine configs of a summary written
+// before replica.Config took vLLM's snake_case names (blockSize,
+// numGpuBlocks, ...; disablePrefixCaching became enable_prefix_caching,
+// negated), so that old baselines still compare with new runs. Summaries
+// without old keys are returned unchanged.
+func upgradeLegacyEngineKeys(raw json.RawMessage) (json.RawMessage, error) {
+	if !bytes.Contains(raw, []byte(`"numGpuBlocks"`)) && !bytes.Contains(raw, []byte(`"blockSize"`)) {
+		return raw, nil
+	}
+	var run map[string]any
+	if err := json.Unmarshal(raw, &run); err != nil {
+		return raw, nil // reported by the caller's decoding
+	}
+	cfg, _ := run["config"].(map[string]any)
+	fleet, _ := cfg["fleet"].([]any)
+	changed := false
+	for _, rep := range fleet {
+		r, _ := rep.(map[string]any)
+		eng, _ := r["engine"].(map[string]any)
+		for old, cur := range replica.LegacyConfigKeys {
+			v, ok := eng[old]
+			if !ok {
+				continue
+			}
+			delete(eng, old)
+			if old == "disablePrefixCaching" {
+				b, _ := v.(bool)
+				v = !b
+			}
+			eng[cur] = v
+			changed = true
+		}
+	}
+	if !changed {
+		return raw, nil
+	}
+	return json.Marshal(run)
 }
 
 // jsonError adds the line and column to a JSON syntax error.

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/eppsim/eppsim/replica"
 )
 
 // testSummary is a hand-made run summary with a full config.
@@ -732,5 +734,45 @@ func TestLoadRunSetsMergesSeeds(t *testing.T) {
 	}
 	if _, err := LoadRunSets(filepath.Join(root, "nothing*")); err == nil || !strings.Contains(err.Error(), "no file matches") {
 		t.Fatalf("empty glob: %v", err)
+	}
+}
+
+// TestDiffReadsLegacyEngineKeys: a baseline written before the engine
+// config took vLLM's snake_case names compares field by field with a new
+// run of the same fleet (strict mode finds no change).
+func TestDiffReadsLegacyEngineKeys(t *testing.T) {
+	s := testSummary(1, 100)
+	for i := range s.Config.Fleet {
+		s.Config.Fleet[i].Engine = replica.Config{BlockSize: 16, NumGPUBlocks: 1500, MaxNumBatchedTokens: 8192, MaxNumSeqs: 1024, MaxModelLen: 131072}
+	}
+	cur := writeDoc(t, map[string]*Summary{"default": s})
+	data, err := os.ReadFile(filepath.Join(cur, SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := string(data)
+	for old, key := range replica.LegacyConfigKeys {
+		if old == "disablePrefixCaching" {
+			legacy = strings.ReplaceAll(legacy, `"enable_prefix_caching": true`, `"disablePrefixCaching": false`)
+			continue
+		}
+		legacy = strings.ReplaceAll(legacy, `"`+key+`"`, `"`+old+`"`)
+	}
+	if !strings.Contains(legacy, `"numGpuBlocks": 1500`) || !strings.Contains(legacy, `"disablePrefixCaching": false`) {
+		t.Fatalf("legacy document not written: %s", legacy)
+	}
+	base := t.TempDir()
+	if err := os.WriteFile(filepath.Join(base, SummaryFile), []byte(legacy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := diffDirs(t, base, cur, DiffOptions{Tolerance: 1e-9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Regressions != 0 || len(res.Pairs) != 1 || len(res.Pairs[0].Changes) != 0 {
+		t.Fatalf("legacy baseline differs: %+v", res.Pairs[0].Changes)
+	}
+	if e := load(t, base).Runs[0].Summary.Config.Fleet[0].Engine; e.NumGPUBlocks != 1500 || e.DisablePrefixCaching {
+		t.Errorf("legacy engine decoded as %+v", e)
 	}
 }

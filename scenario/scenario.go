@@ -197,8 +197,10 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 		rc.Workload.Warmup = time.Duration(opts.Warmup).String()
 	}
 	for _, r := range spec.Fleet {
+		// The run succeeded, so every replica's engine config resolved.
+		cfg, _ := r.Preset.EngineConfig()
 		rc.Fleet = append(rc.Fleet, report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
-			Preset: r.Preset.Name, StepModel: r.Preset.StepModel, Engine: r.Preset.Engine})
+			Preset: r.Preset.Name, StepModel: r.Preset.StepModel, Engine: cfg})
 	}
 	for _, ns := range l.NotSimulated {
 		rc.NotSimulated = append(rc.NotSimulated, ns.String())

@@ -6,33 +6,75 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/eppsim/eppsim/arch"
+	"github.com/eppsim/eppsim/internal/suggest"
 	"github.com/eppsim/eppsim/replica"
 )
 
 // FleetFile is the --fleet YAML: groups of identical replicas, for
-// heterogeneous fleets.
+// heterogeneous fleets. A group is a preset (built-in name or preset file)
+// or a model (Hugging Face id of an embedded config, or a config.json path)
+// on a GPU with a tensor-parallel degree; either way overrides change any
+// preset field (engine arguments by vLLM's names).
 //
+//	gpu_catalogue: gpus.yaml # optional: GPUs added to or changed in the built-in catalogue
 //	groups:
-//	- name: h100            # replica name prefix (default: the preset name)
+//	- name: h100             # replica name prefix (default: the preset name)
 //	  count: 8
 //	  preset: llama-3.1-8b-h100
-//	  overrides:            # any preset field, e.g. engine.numGpuBlocks
-//	    engine: {numGpuBlocks: 20000}
+//	  overrides:             # any preset field
+//	    engine: {num_gpu_blocks_override: 20000, max_num_seqs: 256}
 //	  labels: {llm-d.ai/role: decode}
+//	- name: qwen
+//	  count: 2
+//	  model: Qwen/Qwen3-14B  # or path/to/config.json
+//	  gpu: A100-80GB
+//	  tp: 2                  # tensor_parallel_size
+//	  gpu_overrides: {memory_bandwidth_tbps: 1.9}
+//
+// Relative paths (preset files, model configs, the catalogue) are relative
+// to the fleet file.
 type FleetFile struct {
-	Groups []FleetGroup `json:"groups"`
+	GPUCatalogue string       `json:"gpu_catalogue,omitempty"`
+	Groups       []FleetGroup `json:"groups"`
 }
 
-// FleetGroup is count replicas of one preset.
+// FleetGroup is count replicas of one preset, or of one model on a GPU.
 type FleetGroup struct {
-	Name      string            `json:"name"`
-	Count     int               `json:"count"`
-	Preset    string            `json:"preset"`
-	Overrides json.RawMessage   `json:"overrides"`
-	Labels    map[string]string `json:"labels"`
+	Name   string `json:"name"`
+	Count  int    `json:"count"`
+	Preset string `json:"preset"`
+	// Model, GPU and TP build the replica without a preset (vLLM defaults),
+	// or replace the preset's.
+	Model              string `json:"model"`
+	GPU                string `json:"gpu"`
+	TP                 int    `json:"tp"`
+	TensorParallelSize int    `json:"tensor_parallel_size"`
+	// GPUOverrides changes fields of the GPU's catalogue entry.
+	GPUOverrides json.RawMessage   `json:"gpu_overrides"`
+	Overrides    json.RawMessage   `json:"overrides"`
+	Labels       map[string]string `json:"labels"`
+}
+
+// FleetOptions control how a fleet file resolves its replicas.
+type FleetOptions struct {
+	// GPUs is the GPU catalogue (nil: the built-in one); a fleet file's
+	// gpu_catalogue merges into a copy of it.
+	GPUs *arch.GPUCatalogue
+}
+
+// fleetRenames suggests the current keys for old or vLLM-style spellings
+// in a fleet file (the preset's own keys come from replica.PresetRenames).
+var fleetRenames = map[string]string{
+	"gpuOverrides":       "gpu_overrides",
+	"gpuCatalogue":       "gpu_catalogue",
+	"tensorParallelSize": "tensor_parallel_size",
+	"modelConfig":        "model",
 }
 
 // maxReplicas bounds a fleet's size (addresses are 10.0.x.y).
@@ -52,16 +94,28 @@ func address(i int) string { return fmt.Sprintf("10.0.%d.%d:8000", i/250, i%250+
 
 // LoadFleet reads a fleet file.
 func LoadFleet(path string) ([]ReplicaSpec, error) {
-	data, err := os.ReadFile(path)
+	return LoadFleetWith(path, FleetOptions{})
+}
+
+// LoadFleetWith reads a fleet file with options.
+func LoadFleetWith(path string, opts FleetOptions) ([]ReplicaSpec, error) {
+	data, err := arch.ReadConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	return ParseFleet(data, path)
+	return ParseFleetWith(data, path, filepath.Dir(path), opts)
 }
 
 // ParseFleet decodes a fleet file strictly; errors name the file and the
-// group.
+// group. Relative paths resolve from the working directory.
 func ParseFleet(data []byte, name string) ([]ReplicaSpec, error) {
+	return ParseFleetWith(data, name, "", FleetOptions{})
+}
+
+// ParseFleetWith decodes a fleet file strictly, resolving relative paths
+// from dir; errors name the file and the group, and suggest the intended
+// key for an unknown one.
+func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]ReplicaSpec, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -70,10 +124,26 @@ func ParseFleet(data []byte, name string) ([]ReplicaSpec, error) {
 	dec.DisallowUnknownFields()
 	var f FleetFile
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, suggest.UnknownField(err, f, fleetRenames))
 	}
 	if len(f.Groups) == 0 {
 		return nil, fmt.Errorf("%s: groups: at least one group is required", name)
+	}
+	gpus := opts.GPUs
+	if f.GPUCatalogue != "" {
+		cat := inDir(dir, f.GPUCatalogue)
+		data, err := arch.ReadConfigFile(cat)
+		if err != nil {
+			return nil, fmt.Errorf("%s: gpu_catalogue: %w", name, err)
+		}
+		if gpus == nil {
+			gpus = arch.DefaultGPUs()
+		} else {
+			gpus = gpus.Clone()
+		}
+		if err := gpus.Merge(data, cat); err != nil {
+			return nil, fmt.Errorf("%s: gpu_catalogue: %w", name, err)
+		}
 	}
 	var out []ReplicaSpec
 	for gi, g := range f.Groups {
@@ -81,21 +151,16 @@ func ParseFleet(data []byte, name string) ([]ReplicaSpec, error) {
 		if g.Count < 1 || g.Count > maxReplicas-len(out) {
 			return nil, fmt.Errorf("%s: count: must be in 1..%d, got %d", where, maxReplicas-len(out), g.Count)
 		}
-		if g.Preset == "" {
-			return nil, fmt.Errorf("%s: preset: required", where)
-		}
-		p, err := replica.LookupPreset(g.Preset)
+		p, err := g.preset(dir, gpus)
 		if err != nil {
-			return nil, fmt.Errorf("%s: preset: %w", where, err)
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		if len(g.Overrides) > 0 && string(g.Overrides) != "null" {
-			if p, err = p.WithOverrides(g.Overrides); err != nil {
-				return nil, fmt.Errorf("%s: overrides: %w", where, err)
-			}
+		if _, err := p.EngineConfig(); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		prefix := g.Name
 		if prefix == "" {
-			prefix = g.Preset
+			prefix = p.Name
 		}
 		for i := range g.Count {
 			out = append(out, ReplicaSpec{
@@ -114,4 +179,113 @@ func ParseFleet(data []byte, name string) ([]ReplicaSpec, error) {
 		seen[r.Name] = true
 	}
 	return out, nil
+}
+
+// inDir resolves a relative path from dir.
+func inDir(dir, path string) string {
+	if dir == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
+}
+
+// preset builds the group's replica preset.
+func (g *FleetGroup) preset(dir string, gpus *arch.GPUCatalogue) (replica.Preset, error) {
+	tp := g.TP
+	if g.TensorParallelSize != 0 {
+		if tp != 0 && tp != g.TensorParallelSize {
+			return replica.Preset{}, fmt.Errorf("tp %d and tensor_parallel_size %d disagree (give one)", tp, g.TensorParallelSize)
+		}
+		tp = g.TensorParallelSize
+	}
+	if tp < 0 {
+		return replica.Preset{}, fmt.Errorf("tp: must be at least 1, got %d", tp)
+	}
+	// A model given as a path is relative to the fleet file.
+	model := g.Model
+	if model != "" {
+		if p := inDir(dir, model); pathExists(p) {
+			model = p
+		}
+	}
+	var p replica.Preset
+	var err error
+	switch {
+	case g.Preset != "":
+		ref := g.Preset
+		if p := inDir(dir, ref); fileExists(p) {
+			ref = p
+		}
+		if p, err = replica.LookupPresetIn(ref, gpus); err != nil {
+			return replica.Preset{}, fmt.Errorf("preset: %w", err)
+		}
+		// model, gpu and tp replace the preset's.
+		ov := map[string]any{}
+		if model != "" {
+			ov["model"] = model
+		}
+		if g.GPU != "" {
+			ov["gpu"] = g.GPU
+		}
+		if tp != 0 {
+			ov["tensor_parallel_size"] = tp
+		}
+		if len(ov) > 0 {
+			js, _ := json.Marshal(ov)
+			if p, err = p.WithOverrides(js); err != nil {
+				return replica.Preset{}, err
+			}
+		}
+	case model != "":
+		m, err := arch.ResolveModel(model, "")
+		if err != nil {
+			return replica.Preset{}, fmt.Errorf("model: %w", err)
+		}
+		if g.GPU == "" {
+			return replica.Preset{}, fmt.Errorf("gpu: required with model (one of %s)", strings.Join(catalogue(gpus).Names(), ", "))
+		}
+		gpu, err := catalogue(gpus).Lookup(g.GPU)
+		if err != nil {
+			return replica.Preset{}, fmt.Errorf("gpu: %w", err)
+		}
+		if p, err = replica.NewPreset(m, gpu, max(tp, 1)); err != nil {
+			return replica.Preset{}, err
+		}
+		if gpus != nil {
+			if p, err = p.WithCatalogue(gpus); err != nil {
+				return replica.Preset{}, err
+			}
+		}
+	default:
+		return replica.Preset{}, fmt.Errorf("preset or model: one is required")
+	}
+	if len(g.GPUOverrides) > 0 && string(g.GPUOverrides) != "null" {
+		js, _ := json.Marshal(map[string]json.RawMessage{"gpu_overrides": g.GPUOverrides})
+		if p, err = p.WithOverrides(js); err != nil {
+			return replica.Preset{}, err
+		}
+	}
+	if len(g.Overrides) > 0 && string(g.Overrides) != "null" {
+		if p, err = p.WithOverrides(g.Overrides); err != nil {
+			return replica.Preset{}, fmt.Errorf("overrides: %w", err)
+		}
+	}
+	return p, nil
+}
+
+func catalogue(gpus *arch.GPUCatalogue) *arch.GPUCatalogue {
+	if gpus == nil {
+		return arch.DefaultGPUs()
+	}
+	return gpus
+}
+
+func pathExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }

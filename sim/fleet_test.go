@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -14,7 +16,7 @@ func TestParseFleet(t *testing.T) {
 - count: 1
   preset: llama-3.1-8b-a100
   overrides:
-    engine: {numGpuBlocks: 1000, maxNumSeqs: 8}
+    engine: {num_gpu_blocks_override: 1000, max_num_seqs: 8}
 `
 	f, err := ParseFleet([]byte(src), "fleet.yaml")
 	if err != nil {
@@ -26,11 +28,80 @@ func TestParseFleet(t *testing.T) {
 	if f[2].Address != "10.0.0.3:8000" || f[1].Labels["llm-d.ai/role"] != "decode" || f[2].Labels != nil {
 		t.Fatalf("replica %+v", f[2])
 	}
-	if e := f[2].Preset.Engine; e.NumGPUBlocks != 1000 || e.MaxNumSeqs != 8 || e.MaxNumBatchedTokens != 2048 {
-		t.Fatalf("overrides: %+v", e)
+	e, err := f[2].Preset.EngineConfig()
+	if err != nil || e.NumGPUBlocks != 1000 || e.MaxNumSeqs != 8 || e.MaxNumBatchedTokens != 2048 {
+		t.Fatalf("overrides: %+v %v", e, err)
 	}
-	if f[0].Preset.Engine.MaxNumBatchedTokens != 8192 {
-		t.Fatalf("h100 defaults lost: %+v", f[0].Preset.Engine)
+	if e, _ := f[0].Preset.EngineConfig(); e.MaxNumBatchedTokens != 8192 {
+		t.Fatalf("h100 defaults lost: %+v", e)
+	}
+}
+
+// TestParseFleetModelGPUTP: groups built from a model on a GPU with a
+// tensor-parallel degree, without a preset or replacing the preset's.
+func TestParseFleetModelGPUTP(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `{"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8,
+	  "num_key_value_heads": 4, "vocab_size": 1000, "intermediate_size": 1024, "max_position_embeddings": 2048}`
+	if err := os.MkdirAll(filepath.Join(dir, "tiny"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tiny", "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gpus.yaml"), []byte("gpus:\n- {name: H100-NVL, base: H100, memory_gb: 94, device_memory_mib: 95830}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := `gpu_catalogue: gpus.yaml
+groups:
+- name: qwen
+  count: 2
+  model: Qwen/Qwen3-14B
+  gpu: A100-SXM4-80GB
+  tp: 2
+- name: tiny
+  count: 1
+  model: tiny              # a directory holding config.json, next to the fleet file
+  gpu: L40S
+  gpu_overrides: {memory_bandwidth_tbps: 1.0}
+- name: big
+  count: 1
+  preset: llama-3.1-8b-h100
+  gpu: H100-NVL
+  tensor_parallel_size: 2
+`
+	path := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := LoadFleet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) != 4 {
+		t.Fatalf("%d replicas", len(f))
+	}
+	q := f[0].Preset
+	if q.Arch.Name != "Qwen/Qwen3-14B" || q.GPU.Name != "A100-80GB" || q.TensorParallelSize != 2 || q.Name != "qwen3-14b-a100-80gb-tp2" {
+		t.Errorf("qwen group: %s %s TP%d %s", q.Arch.Name, q.GPU.Name, q.TensorParallelSize, q.Name)
+	}
+	if e, err := q.EngineConfig(); err != nil || e.MaxNumBatchedTokens != 2048 || e.MaxModelLen != 40960 {
+		t.Errorf("qwen engine %+v %v", e, err)
+	}
+	tiny := f[2].Preset
+	if tiny.Arch.Layers != 4 || tiny.GPU.Name != "L40S" || tiny.GPU.MemoryBandwidthTBps != 1.0 || tiny.TensorParallelSize != 1 {
+		t.Errorf("tiny group: %+v on %+v", tiny.Arch, tiny.GPU)
+	}
+	big := f[3].Preset
+	if big.GPU.Name != "H100-NVL" || big.TensorParallelSize != 2 || big.Arch.Name != "meta-llama/Llama-3.1-8B-Instruct" || f[3].Name != "default/big-0" {
+		t.Errorf("big group: %s TP%d %s", big.GPU.Name, big.TensorParallelSize, big.Arch.Name)
+	}
+	// TP2 on 94 GB: more KV per GPU than the 8B preset on one 80 GB H100.
+	one, _ := ParseFleet([]byte("groups: [{count: 1, preset: llama-3.1-8b-h100}]"), "f")
+	e1, _ := one[0].Preset.EngineConfig()
+	e2, _ := big.EngineConfig()
+	if e2.NumGPUBlocks <= 2*e1.NumGPUBlocks {
+		t.Errorf("TP2 H100-NVL %d blocks, TP1 H100 %d", e2.NumGPUBlocks, e1.NumGPUBlocks)
 	}
 }
 
@@ -38,11 +109,23 @@ func TestParseFleetErrors(t *testing.T) {
 	tests := []struct{ src, want string }{
 		{"groups: []", "fleet.yaml: groups: at least one group is required"},
 		{"groups:\n- count: 0\n  preset: llama-3.1-8b-h100\n", "fleet.yaml: groups[0]: count: must be in 1..10000, got 0"},
-		{"groups:\n- count: 1\n", "fleet.yaml: groups[0]: preset: required"},
+		{"groups:\n- count: 1\n", "fleet.yaml: groups[0]: preset or model: one is required"},
 		{"groups:\n- count: 1\n  preset: nope\n", `fleet.yaml: groups[0]: preset: unknown replica preset "nope"`},
-		{"groups:\n- count: 1\n  presett: x\n", `fleet.yaml: json: unknown field "presett"`},
+		{"groups:\n- count: 1\n  presett: x\n", `fleet.yaml: unknown field "presett"; did you mean preset?`},
 		{"groups:\n- count: 1\n  preset: llama-3.1-8b-h100\n  overrides: {engine: {bogus: 1}}\n", "fleet.yaml: groups[0]: overrides:"},
+		// The old camelCase keys name their replacements.
+		{"groups:\n- count: 1\n  preset: llama-3.1-8b-h100\n  overrides: {engine: {numGpuBlocks: 20000}}\n",
+			`unknown field "numGpuBlocks"; did you mean num_gpu_blocks_override?`},
+		{"groups:\n- count: 1\n  preset: llama-3.1-8b-h100\n  overrides: {stepModel: linear}\n", `unknown field "stepModel"; did you mean step_model?`},
 		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, name: a}\n- {count: 1, preset: llama-3.1-8b-h100, name: a}\n", `replica name "default/a-0" appears twice`},
+		{"groups:\n- {count: 1, model: Qwen/Qwen3-14B}\n", "groups[0]: gpu: required with model"},
+		{"groups:\n- {count: 1, model: nope/nope, gpu: H100}\n", `groups[0]: model: unknown model "nope/nope"`},
+		{"groups:\n- {count: 1, model: Qwen/Qwen3-14B, gpu: TPU}\n", `groups[0]: gpu: unknown GPU "TPU"`},
+		{"groups:\n- {count: 1, model: Qwen/Qwen3-14B, gpu: H100, tp: 3}\n", "tensor_parallel_size 3 does not divide num_attention_heads 40"},
+		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, tp: 2, tensor_parallel_size: 4}\n", "tp 2 and tensor_parallel_size 4 disagree"},
+		{"groups:\n- {count: 1, model: meta-llama/Llama-3.1-70B-Instruct, gpu: L40S}\n", "does not fit on 1×L40S"},
+		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, gpu_overrides: {memory_gb: -1, device_memory_mib: 0}}\n", "memory_gb: must be > 0"},
+		{"gpu_catalogue: missing.yaml\ngroups:\n- {count: 1, preset: llama-3.1-8b-h100}\n", "fleet.yaml: gpu_catalogue:"},
 	}
 	for _, tc := range tests {
 		_, err := ParseFleet([]byte(tc.src), "fleet.yaml")
@@ -54,7 +137,8 @@ func TestParseFleetErrors(t *testing.T) {
 
 func FuzzParseFleet(f *testing.F) {
 	f.Add([]byte("groups:\n- count: 2\n  preset: llama-3.1-8b-h100\n"))
-	f.Add([]byte("groups: [{count: 1, preset: x, overrides: {engine: {numGpuBlocks: -1}}}]"))
+	f.Add([]byte("groups: [{count: 1, preset: x, overrides: {engine: {num_gpu_blocks_override: -1}}}]"))
+	f.Add([]byte("groups: [{count: 1, model: Qwen/Qwen3-14B, gpu: A100, tp: 2, gpu_overrides: {memory_gb: 40}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fleet, err := ParseFleet(data, "f")
 		if err == nil && len(fleet) == 0 {

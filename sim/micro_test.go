@@ -35,7 +35,7 @@ func TestMicroScenarios(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := replica.LookupPreset("llama-3.1-8b-h100")
-			p.Engine.NumGPUBlocks = tc.kvBlocks
+			p.Engine.NumGPUBlocksOverride = tc.kvBlocks
 			p.Engine.CheckInvariants = true
 			p.StepModel = "linear"
 			p.Linear = replica.Linear{StepUs: 1000, PrefillTokenUs: 1}

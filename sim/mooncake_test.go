@@ -89,7 +89,7 @@ func TestOneReplicaMatchesInfiniteCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := replica.LookupPreset("llama-3.1-8b-h100")
-	p.Engine.NumGPUBlocks = 600_000 // > 600 × 12k tokens / 16 + output blocks
+	p.Engine.NumGPUBlocksOverride = 600_000 // > 600 × 12k tokens / 16 + output blocks
 	recs := mooncakeRun(t, n, 20, UniformFleet(1, p), false)
 	got, _ := hitRatio(recs)
 	if got > sum.HitRatio+1e-12 || sum.HitRatio-got > 0.005 {

@@ -259,7 +259,10 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		ctx: ctx, done: ctx.Done()}
 	kvEvents := len(router.KVConsumers) > 0
 	for i, spec := range fleet {
-		cfg := spec.Preset.Engine
+		cfg, err := spec.Preset.EngineConfig()
+		if err != nil {
+			return nil, fmt.Errorf("sim: replica %s: %w", spec.Name, err)
+		}
 		cfg.HashSeed = opts.Seed // one PYTHONHASHSEED for the fleet
 		cfg.KVEvents = kvEvents
 		model, err := spec.Preset.Model()

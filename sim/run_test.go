@@ -64,7 +64,7 @@ func testFleet(t *testing.T, n, blocks int) []ReplicaSpec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Engine.NumGPUBlocks = blocks
+	p.Engine.NumGPUBlocksOverride = blocks
 	p.Engine.CheckInvariants = true
 	var out []ReplicaSpec
 	for i := range n {

@@ -315,8 +315,8 @@ func applyKnobs(spec *scenario.Spec, dims []Dim, values []string) (*scenario.Spe
 			for j := range s.Fleet {
 				e := &s.Fleet[j].Preset.Engine
 				switch d.Name {
-				case "kv-blocks":
-					e.NumGPUBlocks = n
+				case "num-gpu-blocks-override", "kv-blocks":
+					e.NumGPUBlocksOverride = n
 				case "max-num-seqs":
 					e.MaxNumSeqs = n
 				case "max-batched-tokens":

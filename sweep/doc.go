@@ -9,7 +9,7 @@
 // weight of that scorer reference in every scheduling profile,
 // "plugin.param" (or a dotted path such as
 // "plugin.tokenProcessorConfig.blockSizeTokens") sets a key in the plugin's
-// parameters, and a bare knob name (replicas, kv-blocks, ...) changes the
+// parameters, and a bare knob name (replicas, num-gpu-blocks-override, ...) changes the
 // fleet or the environment. Points are numbered in a fixed order (grid:
 // row-major over the dimensions in the order given; random: the seeded
 // sample order), and that number is what --shard I/N selects on

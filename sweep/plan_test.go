@@ -182,7 +182,7 @@ schedulingProfiles:
 	if got := p.Values(3)[:3]; !slices.Equal(got, []string{"7", "5000", "32"}) {
 		t.Fatalf("point 3 values %v", got)
 	}
-	if len(spec.Fleet) != 3 || spec.Fleet[2].Preset.Engine.NumGPUBlocks != 999 || spec.Fleet[0].Preset.Engine.MaxNumSeqs != 7 ||
+	if len(spec.Fleet) != 3 || spec.Fleet[2].Preset.Engine.NumGPUBlocksOverride != 999 || spec.Fleet[0].Preset.Engine.MaxNumSeqs != 7 ||
 		spec.Fleet[1].Preset.Engine.MaxNumBatchedTokens != 4096 {
 		t.Errorf("fleet %d replicas, engine %+v", len(spec.Fleet), spec.Fleet[len(spec.Fleet)-1].Preset.Engine)
 	}
@@ -190,7 +190,7 @@ schedulingProfiles:
 		spec.Env.ScrapeInterval != int64(10*time.Millisecond) {
 		t.Errorf("env %+v, workload seed %d", spec.Env, spec.Workload.Seed)
 	}
-	if len(p.spec.Fleet) != 2 || p.spec.Fleet[0].Preset.Engine.NumGPUBlocks == 999 {
+	if len(p.spec.Fleet) != 2 || p.spec.Fleet[0].Preset.Engine.NumGPUBlocksOverride == 999 {
 		t.Error("a point changed the base fleet")
 	}
 	l, err := config.Load(e.YAML, config.Options{Registry: plugins.Builtin()})

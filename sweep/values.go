@@ -35,7 +35,7 @@ type knob struct {
 
 // knobNames lists the knobs in documentation order.
 func knobNames() []string {
-	return []string{"replicas", "kv-blocks", "max-num-seqs", "max-batched-tokens", "block-size",
+	return []string{"replicas", "num-gpu-blocks-override", "max-num-seqs", "max-batched-tokens", "block-size",
 		"kv-event-lag", "refresh-metrics-interval", "epp-latency", "network-latency", "seed"}
 }
 
@@ -44,8 +44,8 @@ func lookupKnob(name string) (knob, bool) {
 	switch name {
 	case "replicas":
 		return knob{kindInt, 1, "number of replicas (uniform fleet only)"}, true
-	case "kv-blocks":
-		return knob{kindInt, 2, "num_gpu_blocks of every replica"}, true
+	case "num-gpu-blocks-override", "kv-blocks": // kv-blocks: the flag's old name
+		return knob{kindInt, 2, "num_gpu_blocks_override of every replica (null block included)"}, true
 	case "max-num-seqs":
 		return knob{kindInt, 1, "max_num_seqs of every replica"}, true
 	case "max-batched-tokens":

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/workload"
 )
 
@@ -128,7 +129,7 @@ func TestSharedFlagsAgree(t *testing.T) {
 		}
 	}
 	preset := readers[0].Flags().Lookup("preset").Usage
-	for _, name := range presetNames() {
+	for _, name := range replica.PresetNames() {
 		if !strings.Contains(preset, name) {
 			t.Errorf("run --preset help %q does not list %s", preset, name)
 		}

@@ -83,7 +83,7 @@ var wallFree = regexp.MustCompile(`"(wall_s|requests_per_wall_s)": [0-9.e+-]+`)
 
 func TestRunFleetFile(t *testing.T) {
 	fleet := filepath.Join(t.TempDir(), "fleet.yaml")
-	if err := os.WriteFile(fleet, []byte("groups:\n- {name: big, count: 1, preset: llama-3.1-8b-h100}\n- {name: small, count: 2, preset: llama-3.1-8b-a100, overrides: {engine: {numGpuBlocks: 5000}}}\n"), 0o644); err != nil {
+	if err := os.WriteFile(fleet, []byte("groups:\n- {name: big, count: 1, preset: llama-3.1-8b-h100}\n- {name: small, count: 2, preset: llama-3.1-8b-a100, overrides: {engine: {num_gpu_blocks_override: 5000}}}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := runCLI(t, "run", "--max-requests", "30", "--fleet", fleet, "--json")
@@ -96,7 +96,9 @@ func TestRunFleetFile(t *testing.T) {
 				Fleet []struct {
 					Name   string
 					Preset string
-					Engine struct{ NumGpuBlocks int }
+					Engine struct {
+						NumGPUBlocks int `json:"num_gpu_blocks"`
+					}
 				}
 			}
 		}
@@ -105,10 +107,129 @@ func TestRunFleetFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := doc.Runs["default"].Config.Fleet
-	if len(f) != 3 || f[0].Name != "default/big-0" || f[2].Name != "default/small-1" || f[2].Preset != "llama-3.1-8b-a100" || f[2].Engine.NumGpuBlocks != 5000 {
+	if len(f) != 3 || f[0].Name != "default/big-0" || f[2].Name != "default/small-1" || f[2].Preset != "llama-3.1-8b-a100" || f[2].Engine.NumGPUBlocks != 5000 {
 		t.Fatalf("fleet %+v", f)
 	}
 	if _, _, err := runCLI(t, "run", "--fleet", filepath.Join(t.TempDir(), "missing.yaml")); err == nil || exitCode(err) != 2 {
 		t.Fatalf("missing fleet file: %v", err)
+	}
+}
+
+// TestRunModelConfig: --model-config builds replicas from a config.json
+// on --gpu with --tensor-parallel-size (or --tp), no preset needed; the
+// engine is sized as vLLM sizes it unless --num-gpu-blocks-override (or
+// its old name --kv-blocks) says otherwise.
+func TestRunModelConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(cfg, []byte(`{"model_type": "qwen3", "num_hidden_layers": 40, "hidden_size": 5120, "head_dim": 128,
+	  "num_attention_heads": 40, "num_key_value_heads": 8, "vocab_size": 151936, "intermediate_size": 17408,
+	  "max_position_embeddings": 40960, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "rope_theta": 1000000}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type engine struct {
+		Blocks  int `json:"num_gpu_blocks"`
+		Batched int `json:"max_num_batched_tokens"`
+		Seqs    int `json:"max_num_seqs"`
+	}
+	fleetOf := func(args ...string) (string, engine) {
+		t.Helper()
+		out, _, err := runCLI(t, append([]string{"run", "--max-requests", "10", "--replicas", "2", "--json"}, args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var doc struct {
+			Runs map[string]struct {
+				Config struct {
+					Fleet []struct {
+						Name, Preset string
+						Engine       engine
+					}
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		f := doc.Runs["default"].Config.Fleet
+		if len(f) != 2 {
+			t.Fatalf("fleet %+v", f)
+		}
+		return f[0].Preset, f[0].Engine
+	}
+	name, e := fleetOf("--model-config", cfg, "--gpu", "A100-SXM4-80GB", "--tp", "2")
+	if !strings.HasSuffix(name, "-a100-80gb-tp2") || e.Batched != 2048 || e.Seqs != 256 || e.Blocks < 10000 {
+		t.Errorf("model config on A100 TP2: %s %+v", name, e)
+	}
+	name, e = fleetOf("--model-config", "Qwen/Qwen3-14B", "--tensor-parallel-size", "1", "--num-gpu-blocks-override", "3000")
+	if name != "qwen3-14b-h100" || e.Blocks != 3000 || e.Batched != 8192 {
+		t.Errorf("embedded model on the default H100: %s %+v", name, e)
+	}
+	gpus := filepath.Join(dir, "gpus.yaml")
+	if err := os.WriteFile(gpus, []byte("gpus:\n- {name: H100-NVL, base: H100, memory_gb: 94, device_memory_mib: 95830}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, h100 := fleetOf("--model-config", "Qwen/Qwen3-14B")
+	if name, e = fleetOf("--model-config", "Qwen/Qwen3-14B", "--gpu", "h100-nvl", "--gpu-catalogue", gpus); name != "qwen3-14b-h100-nvl" || e.Blocks <= h100.Blocks {
+		t.Errorf("user catalogue GPU: %s %+v (H100: %+v)", name, e, h100)
+	}
+	// Llama-4's 10M-token max_position_embeddings needs --max-model-len, as in vLLM.
+	if _, _, err := runCLI(t, "run", "--model-config", "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "--tp", "2"); err == nil || !strings.Contains(err.Error(), "lower max_model_len") {
+		t.Errorf("scout without --max-model-len: %v", err)
+	}
+	if name, e = fleetOf("--model-config", "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "--tp", "2", "--max-model-len", "4096",
+		"--max-num-seqs", "128", "--max-num-batched-tokens", "2048"); name != "llama-4-scout-17b-16e-instruct-fp8-dynamic-h100-tp2" || e.Blocks < 10000 {
+		t.Errorf("scout: %s %+v", name, e)
+	}
+	if _, e = fleetOf("--num-gpu-blocks-override", "1234"); e.Blocks != 1234 {
+		t.Errorf("--num-gpu-blocks-override: %+v", e)
+	}
+	// --gpu and --tp replace a preset's.
+	if name, e = fleetOf("--preset", "llama-3.1-8b-h100", "--gpu", "H200", "--gpu-memory-utilization", "0.8"); name != "llama-3.1-8b-h100" || e.Blocks < 45000 {
+		t.Errorf("preset on H200: %s %+v", name, e)
+	}
+	for _, args := range [][]string{
+		{"run", "--model-config", filepath.Join(dir, "missing.json")},
+		{"run", "--model-config", cfg, "--gpu", "TPU"},
+		{"run", "--model-config", cfg, "--tp", "3"},
+		{"run", "--model-config", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "L40S"},
+		{"run", "--gpu-catalogue", filepath.Join(dir, "missing.yaml")},
+		{"run", "--kv-cache-dtype", "int3"},
+		{"run", "--gpu-memory-utilization", "2"},
+	} {
+		if _, _, err := runCLI(t, args...); err == nil || exitCode(err) != 2 {
+			t.Errorf("%v: err %v (exit %d), want exit 2", args, err, exitCode(err))
+		}
+	}
+}
+
+// TestRunPresetFileAndHelp: --preset takes a preset file; run --help
+// lists the built-in presets and hides the deprecated --kv-blocks.
+func TestRunPresetFileAndHelp(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mine.yaml")
+	src := "model: meta-llama/Llama-2-7b-hf\ngpu: L40S\nengine: {max_model_len: 4096, num_gpu_blocks_override: 900}\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "run", "--max-requests", "10", "--replicas", "1", "--preset", file, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"preset": "mine"`) || !strings.Contains(out, `"num_gpu_blocks": 900`) {
+		t.Errorf("preset file run:\n%s", out)
+	}
+	help, _, err := runCLI(t, "run", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"llama-3.1-70b-h100-tp4, llama-3.1-8b-a100, llama-3.1-8b-h100", "--model-config", "--tensor-parallel-size",
+		"--tp ", "--num-gpu-blocks-override", "--gpu-catalogue", "H100, H200, A100-80GB"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("run --help lacks %q", want)
+		}
+	}
+	if strings.Contains(help, "--kv-blocks") {
+		t.Error("run --help shows the deprecated --kv-blocks")
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/eppsim/eppsim/arch"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/scenario"
 	"github.com/eppsim/eppsim/sim"
@@ -24,9 +26,16 @@ type specFlags struct {
 	skipInvalid bool
 	replicas    int
 	preset      string
+	modelConfig string
+	gpu         string
+	tp          int
+	gpuCatalog  string
 	fleet       string
 	kvBlocks    int
+	gpuMemUtil  float64
+	kvDtype     string
 	maxSeqs     int
+	maxModelLen int
 	maxBatched  int
 	blockSize   int
 	seed        uint64
@@ -52,14 +61,24 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace timestamps by this factor (0 = as recorded)")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip malformed trace lines (counted and reported)")
 	fl.IntVar(&f.replicas, "replicas", 4, "number of replicas (ignored with --fleet)")
-	fl.StringVar(&f.preset, "preset", "llama-3.1-8b-h100", "replica preset: "+strings.Join(presetNames(), ", ")+" (ignored with --fleet)")
-	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file: replica groups with count, preset, overrides, labels")
-	fl.IntVar(&f.kvBlocks, "kv-blocks", 0, "override num_gpu_blocks on every replica (null block included)")
+	fl.StringVar(&f.preset, "preset", "llama-3.1-8b-h100", "replica preset: "+strings.Join(replica.PresetNames(), ", ")+", or a preset YAML file (ignored with --fleet or --model-config)")
+	fl.StringVar(&f.modelConfig, "model-config", "", "a Hugging Face config.json (or a directory holding one, or the id of an embedded config) to build replicas from without a preset, with --gpu and --tensor-parallel-size (ignored with --fleet)")
+	fl.StringVar(&f.gpu, "gpu", "", "GPU of the catalogue ("+strings.Join(arch.DefaultGPUs().Names(), ", ")+", or an alias): the --model-config replicas' GPU (default H100), or replaces the preset's")
+	fl.IntVar(&f.tp, "tensor-parallel-size", 0, "vLLM's --tensor-parallel-size: GPUs per replica, weights and KV cache split across them (default: the preset's, or 1; ignored with --fleet)")
+	fl.IntVar(&f.tp, "tp", 0, "alias of --tensor-parallel-size")
+	fl.StringVar(&f.gpuCatalog, "gpu-catalogue", "", "YAML file of GPUs added to or changed in the built-in catalogue (format of arch/gpus.yaml)")
+	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file: replica groups with count, preset or model/gpu/tp, overrides, labels")
+	fl.IntVar(&f.kvBlocks, "num-gpu-blocks-override", 0, "vLLM's --num-gpu-blocks-override on every replica: the KV blocks (null block included) instead of the capacity computed from GPU memory")
+	fl.IntVar(&f.kvBlocks, "kv-blocks", 0, "")
+	_ = fl.MarkDeprecated("kv-blocks", "use --num-gpu-blocks-override (vLLM's name)")
+	fl.Float64Var(&f.gpuMemUtil, "gpu-memory-utilization", 0, "vLLM's --gpu-memory-utilization on every replica, in (0, 1] (default: the preset's, 0.9)")
+	fl.StringVar(&f.kvDtype, "kv-cache-dtype", "", "vLLM's --kv-cache-dtype on every replica: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2")
 	fl.IntVar(&f.maxSeqs, "max-num-seqs", 0, "vLLM's --max-num-seqs on every replica (default: the preset's)")
+	fl.IntVar(&f.maxModelLen, "max-model-len", 0, "vLLM's --max-model-len on every replica (default: the model's max_position_embeddings)")
 	fl.IntVar(&f.maxBatched, "max-num-batched-tokens", 0, "vLLM's --max-num-batched-tokens on every replica (default: the preset's)")
 	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "")
 	_ = fl.MarkDeprecated("max-batched-tokens", "use --max-num-batched-tokens (vLLM's name)")
-	fl.IntVar(&f.blockSize, "block-size", 0, "vLLM's --block-size (KV block size in tokens) on every replica (default: the preset's)")
+	fl.IntVar(&f.blockSize, "block-size", 0, "vLLM's --block-size (KV block size in tokens) on every replica (the computed KV capacity follows)")
 	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
 	fl.IntVar(&f.maxRequests, "max-requests", 0, "stop after this many requests (0 = all)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop injecting requests after this much simulated time (0 = all)")
@@ -112,13 +131,20 @@ func (f *specFlags) check() error {
 			return fmt.Errorf("--%s %v: must not be negative (0 = %s)", d.name, d.v, zeroMeaning[d.name])
 		}
 	}
-	batched := "max-num-batched-tokens"
-	if f.given("max-batched-tokens") {
-		batched = "max-batched-tokens"
+	// A deprecated name in an error is the name the user typed.
+	named := func(name, old string) string {
+		if f.given(old) {
+			return old
+		}
+		return name
 	}
+	batched := named("max-num-batched-tokens", "max-batched-tokens")
+	tp := named("tensor-parallel-size", "tp")
 	for _, err := range []error{
 		positive("replicas", f.replicas, 1, "replicas in the fleet"),
-		positive("kv-blocks", f.kvBlocks, 2, "block 0 is vLLM's null block"),
+		positive(named("num-gpu-blocks-override", "kv-blocks"), f.kvBlocks, 2, "block 0 is vLLM's null block"),
+		positive(tp, f.tp, 1, "GPUs per replica"),
+		positive("max-model-len", f.maxModelLen, 1, "tokens of prompt and output"),
 		positive("max-num-seqs", f.maxSeqs, 1, "requests running at once"),
 		positive(batched, f.maxBatched, 1, "tokens per engine step"),
 		positive("block-size", f.blockSize, 1, "tokens per KV block"),
@@ -126,6 +152,9 @@ func (f *specFlags) check() error {
 		if err != nil {
 			return err
 		}
+	}
+	if f.given("gpu-memory-utilization") && !(f.gpuMemUtil > 0 && f.gpuMemUtil <= 1) {
+		return fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1] (vLLM's fraction of GPU memory)", f.gpuMemUtil)
 	}
 	if f.maxRequests < 0 {
 		return fmt.Errorf("--max-requests %d: must not be negative (0 = every request of the trace)", f.maxRequests)
@@ -173,26 +202,42 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 }
 
 func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
+	var gpus *arch.GPUCatalogue
+	if f.gpuCatalog != "" {
+		var err error
+		if gpus, err = arch.LoadGPUCatalogue(f.gpuCatalog); err != nil {
+			return nil, fmt.Errorf("--gpu-catalogue: %w", err)
+		}
+	}
+	if f.tp < 0 {
+		return nil, fmt.Errorf("--tensor-parallel-size must be at least 1, got %d", f.tp)
+	}
 	var fleet []sim.ReplicaSpec
 	if f.fleet != "" {
 		var err error
-		if fleet, err = sim.LoadFleet(f.fleet); err != nil {
+		if fleet, err = sim.LoadFleetWith(f.fleet, sim.FleetOptions{GPUs: gpus}); err != nil {
 			return nil, err
 		}
 	} else {
-		p, err := replica.LookupPreset(f.preset)
+		p, err := f.replicaPreset(gpus)
 		if err != nil {
 			return nil, fmt.Errorf("--preset: %w", err)
 		}
 		fleet = sim.UniformFleet(f.replicas, p)
 	}
+	if f.gpuMemUtil < 0 || f.gpuMemUtil > 1 {
+		return nil, fmt.Errorf("--gpu-memory-utilization must be in (0, 1], got %g", f.gpuMemUtil)
+	}
 	for i := range fleet {
 		e := &fleet[i].Preset.Engine
 		if f.kvBlocks > 0 {
-			e.NumGPUBlocks = f.kvBlocks
+			e.NumGPUBlocksOverride = f.kvBlocks
 		}
 		if f.maxSeqs > 0 {
 			e.MaxNumSeqs = f.maxSeqs
+		}
+		if f.maxModelLen > 0 {
+			e.MaxModelLen = f.maxModelLen
 		}
 		if f.maxBatched > 0 {
 			e.MaxNumBatchedTokens = f.maxBatched
@@ -200,14 +245,90 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 		if f.blockSize > 0 {
 			e.BlockSize = f.blockSize
 		}
+		if f.gpuMemUtil > 0 {
+			e.GPUMemoryUtilization = f.gpuMemUtil
+		}
+		if f.kvDtype != "" {
+			e.KVCacheDtype = f.kvDtype
+		}
 		e.CheckInvariants = f.checkInvar
+	}
+	// Resolve every engine now, so a configuration vLLM would refuse (too
+	// little memory, a bad argument) is an input error before the run.
+	for i := range fleet {
+		if _, err := fleet[i].Preset.EngineConfig(); err != nil {
+			return nil, err
+		}
+		if i > 0 && fleet[i].Preset.Name == fleet[i-1].Preset.Name {
+			continue // the same preset: checked once
+		}
+		if _, err := fleet[i].Preset.Model(); err != nil {
+			return nil, err
+		}
 	}
 	return fleet, nil
 }
 
+// replicaPreset is the preset of a uniform fleet: --model-config on --gpu
+// with --tensor-parallel-size, or --preset with --gpu and
+// --tensor-parallel-size replacing its own.
+func (f *specFlags) replicaPreset(gpus *arch.GPUCatalogue) (replica.Preset, error) {
+	cat := gpus
+	if cat == nil {
+		cat = arch.DefaultGPUs()
+	}
+	if f.modelConfig != "" {
+		m, err := arch.ResolveModel(f.modelConfig, "")
+		if err != nil {
+			return replica.Preset{}, fmt.Errorf("--model-config: %w", err)
+		}
+		name := f.gpu
+		if name == "" {
+			name = "H100"
+		}
+		g, err := cat.Lookup(name)
+		if err != nil {
+			return replica.Preset{}, fmt.Errorf("--gpu: %w", err)
+		}
+		p, err := replica.NewPreset(m, g, max(f.tp, 1))
+		if err != nil {
+			return replica.Preset{}, fmt.Errorf("--model-config: %w", err)
+		}
+		if gpus != nil {
+			return p.WithCatalogue(gpus)
+		}
+		return p, nil
+	}
+	p, err := replica.LookupPresetIn(f.preset, gpus)
+	if err != nil {
+		return replica.Preset{}, fmt.Errorf("--preset: %w", err)
+	}
+	ov := map[string]any{}
+	if f.gpu != "" {
+		ov["gpu"] = f.gpu
+	}
+	if f.tp > 0 {
+		ov["tensor_parallel_size"] = f.tp
+	}
+	if len(ov) > 0 {
+		js, _ := json.Marshal(ov)
+		if p, err = p.WithOverrides(js); err != nil {
+			return replica.Preset{}, err
+		}
+	}
+	return p, nil
+}
+
 func (f *specFlags) fleetDescription(replicas int) string {
-	if f.fleet != "" {
+	switch {
+	case f.fleet != "":
 		return fmt.Sprintf("%d replicas from %s", replicas, f.fleet)
+	case f.modelConfig != "":
+		gpu := f.gpu
+		if gpu == "" {
+			gpu = "H100"
+		}
+		return fmt.Sprintf("%d × %s on %d×%s", replicas, f.modelConfig, max(f.tp, 1), gpu)
 	}
 	return fmt.Sprintf("%d × %s", replicas, f.preset)
 }
@@ -231,13 +352,4 @@ func (f *specFlags) workloadOptions() (workload.Options, error) {
 		return o, err
 	}
 	return o, nil
-}
-
-// presetNames lists the built-in replica presets for help texts.
-func presetNames() []string {
-	var names []string
-	for _, p := range replica.Presets() {
-		names = append(names, p.Name)
-	}
-	return names
 }

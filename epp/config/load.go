@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/eppsim/eppsim/epp"
+	closest "github.com/eppsim/eppsim/internal/suggest"
 )
 
 // Options control Load.
@@ -1235,34 +1236,5 @@ func suggest(typ string, types []string) string {
 // (Levenshtein), if within maxDist edits, or "": the "did you mean" of
 // error messages that name plugins (here) or sweep parameters.
 func ClosestName(s string, names []string, maxDist int) string {
-	best, bestD := "", maxDist+1
-	for _, n := range names {
-		if d := editDistance(s, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return closest.Closest(s, names, maxDist)
 }

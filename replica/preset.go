@@ -1,0 +1,392 @@
+package replica
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/eppsim/eppsim/arch"
+	"github.com/eppsim/eppsim/internal/suggest"
+)
+
+// Preset is a replica: a model on tensor-parallel GPUs with its vLLM engine
+// arguments and step-time model. Presets are plain data, written as YAML
+// files (the built-in ones are presets/*.yaml; see
+// presets/llama-3.1-8b-h100.yaml for the format); every field can be
+// overridden (WithOverrides). The model and GPU are references, resolved
+// when the preset is loaded (Arch, GPU).
+type Preset struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// ModelRef is the Hugging Face id of an embedded config (arch.Models)
+	// or the path of a config.json, relative to the preset file.
+	ModelRef string `json:"model"`
+	// GPUName names a GPU of the catalogue (or an alias);
+	// GPUOverrides replaces some of its fields (gpus.yaml names).
+	GPUName      string          `json:"gpu"`
+	GPUOverrides json.RawMessage `json:"gpu_overrides,omitempty"`
+	// TensorParallelSize is vLLM's tensor_parallel_size: weights and KV
+	// cache split across this many GPUs (default 1).
+	TensorParallelSize int        `json:"tensor_parallel_size"`
+	Engine             EngineArgs `json:"engine"`
+	// StepModel selects "roofline" (B.3, the default) or "linear".
+	StepModel string   `json:"step_model"`
+	Roofline  Roofline `json:"roofline"`
+	// Linear is the linear model's coefficients; all zero derives them
+	// from the roofline.
+	Linear Linear `json:"linear"`
+	// Non-blocking CPU-side delays (B.3, BLIS α0 and α2): added to a
+	// request's TTFT and per output token, never to the engine step.
+	IngestUs         float64 `json:"ingest_us"`
+	PerOutputTokenUs float64 `json:"per_output_token_us"`
+
+	// Arch and GPU are the resolved model and GPU.
+	Arch *arch.Model `json:"-"`
+	GPU  arch.GPU    `json:"-"`
+
+	// Where references resolve: the catalogue (nil: the built-in one) and
+	// the directory of relative model paths.
+	gpus *arch.GPUCatalogue
+	dir  string
+}
+
+// PresetRenames maps the camelCase keys presets and fleet overrides had
+// before they took vLLM's snake_case names to the new names, for "did you
+// mean" errors.
+var PresetRenames = map[string]string{
+	"numGpuBlocks":              "num_gpu_blocks_override",
+	"blockSize":                 "block_size",
+	"maxNumBatchedTokens":       "max_num_batched_tokens",
+	"maxNumSeqs":                "max_num_seqs",
+	"longPrefillTokenThreshold": "long_prefill_token_threshold",
+	"maxModelLen":               "max_model_len",
+	"disablePrefixCaching":      "enable_prefix_caching (negated)",
+	"checkInvariants":           "check_invariants",
+	"stepModel":                 "step_model",
+	"ingestUs":                  "ingest_us",
+	"perOutputTokenUs":          "per_output_token_us",
+	"layerUs":                   "layer_us",
+	"stepUs":                    "step_us",
+	"reqUs":                     "req_us",
+	"etaWeights":                "eta_weights",
+	"etaKV":                     "eta_kv",
+	"allReduceBWRatio":          "all_reduce_bw_ratio",
+	"allReduceUs":               "all_reduce_us",
+	"prefillTokenUs":            "prefill_token_us",
+	"decodeSeqUs":               "decode_seq_us",
+	"tp":                        "tensor_parallel_size",
+	"gpuMemoryUtilization":      "gpu_memory_utilization",
+	"kvCacheDtype":              "kv_cache_dtype",
+}
+
+// defaultPreset holds the defaults a preset file is decoded onto.
+func defaultPreset() Preset {
+	return Preset{
+		TensorParallelSize: 1,
+		StepModel:          "roofline",
+		Roofline:           DefaultRoofline(),
+		IngestUs:           15563.2,
+		PerOutputTokenUs:   45.9,
+	}
+}
+
+// decodePreset decodes YAML or JSON onto p, strictly.
+func decodePreset(data []byte, p *Preset) error {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return err
+	}
+	if p.Engine.EnablePrefixCaching != nil { // decode into a copy, not the shared value
+		v := *p.Engine.EnablePrefixCaching
+		p.Engine.EnablePrefixCaching = &v
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	return suggest.UnknownField(dec.Decode(p), p, PresetRenames)
+}
+
+// ParsePreset reads a preset file (YAML or JSON) and resolves its model
+// (relative paths from dir) and GPU (in gpus; nil: the built-in
+// catalogue). A preset without a name is named after its file.
+func ParsePreset(data []byte, file, dir string, gpus *arch.GPUCatalogue) (Preset, error) {
+	p := defaultPreset()
+	if err := decodePreset(data, &p); err != nil {
+		return Preset{}, fmt.Errorf("%s: %w", file, err)
+	}
+	if p.Name == "" {
+		p.Name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	}
+	p.gpus, p.dir = gpus, dir
+	if err := p.resolve(); err != nil {
+		return Preset{}, fmt.Errorf("%s: %w", file, err)
+	}
+	return p, nil
+}
+
+// LoadPreset reads a preset file.
+func LoadPreset(path string, gpus *arch.GPUCatalogue) (Preset, error) {
+	data, err := arch.ReadConfigFile(path)
+	if err != nil {
+		return Preset{}, err
+	}
+	return ParsePreset(data, path, filepath.Dir(path), gpus)
+}
+
+//go:embed presets/*.yaml
+var presetFS embed.FS
+
+// Presets returns the built-in presets (presets/*.yaml), sorted by name.
+func Presets() []Preset {
+	entries, err := presetFS.ReadDir("presets")
+	if err != nil {
+		panic(err)
+	}
+	var out []Preset
+	for _, e := range entries {
+		data, err := presetFS.ReadFile("presets/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		p, err := ParsePreset(data, "presets/"+e.Name(), "", nil)
+		if err != nil {
+			panic(err) // the embedded files are fixed; tests load them
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Preset) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// PresetNames lists the built-in presets' names, sorted.
+func PresetNames() []string {
+	var names []string
+	for _, p := range Presets() {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// LookupPreset returns the built-in preset called name, or reads name as a
+// preset file; GPUs resolve in the built-in catalogue.
+func LookupPreset(name string) (Preset, error) {
+	return LookupPresetIn(name, nil)
+}
+
+// LookupPresetIn is LookupPreset with GPUs resolved in gpus (nil: the
+// built-in catalogue).
+func LookupPresetIn(name string, gpus *arch.GPUCatalogue) (Preset, error) {
+	for _, p := range Presets() {
+		if p.Name == name {
+			if gpus != nil {
+				p.gpus = gpus
+				if err := p.resolve(); err != nil {
+					return Preset{}, fmt.Errorf("preset %s: %w", name, err)
+				}
+			}
+			return p, nil
+		}
+	}
+	if st, err := os.Stat(name); err == nil && !st.IsDir() {
+		return LoadPreset(name, gpus)
+	}
+	return Preset{}, fmt.Errorf("unknown replica preset %q (have %s; or give a preset YAML file)", name, strings.Join(PresetNames(), ", "))
+}
+
+// NewPreset makes a preset for model m on tensor-parallel GPUs g with
+// vLLM's default engine arguments and the default roofline; its name is
+// derived from the model, GPU and TP ("qwen3-14b-h100", "...-tp2").
+func NewPreset(m *arch.Model, g arch.GPU, tp int) (Preset, error) {
+	if err := m.CheckTP(tp); err != nil {
+		return Preset{}, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	p := defaultPreset()
+	p.Name = presetName(m.Name, g.Name, tp)
+	p.Description = fmt.Sprintf("%s on %d×%s", m.Name, tp, g.Name)
+	p.ModelRef, p.GPUName, p.TensorParallelSize = m.Name, g.Name, tp
+	p.Arch, p.GPU = m, g
+	return p, nil
+}
+
+func presetName(model, gpu string, tp int) string {
+	base := filepath.Base(model)
+	if base == "config.json" {
+		base = filepath.Base(filepath.Dir(model))
+		if base == "." || base == "/" {
+			base = "model"
+		}
+	}
+	base = strings.TrimSuffix(base, ".json")
+	name := strings.ToLower(base + "-" + gpu)
+	if tp > 1 {
+		name += fmt.Sprintf("-tp%d", tp)
+	}
+	return name
+}
+
+// WithCatalogue returns p with its GPU resolved again in gpus (a user
+// catalogue may redefine the preset's GPU).
+func (p Preset) WithCatalogue(gpus *arch.GPUCatalogue) (Preset, error) {
+	p.gpus = gpus
+	if err := p.resolve(); err != nil {
+		return Preset{}, fmt.Errorf("preset %s: %w", p.Name, err)
+	}
+	return p, nil
+}
+
+// resolve looks up the model and GPU the references name.
+func (p *Preset) resolve() error {
+	switch {
+	case p.ModelRef == "":
+		return fmt.Errorf("model: required (a Hugging Face id of %s, or a config.json path)", strings.Join(arch.Models(), ", "))
+	case p.GPUName == "":
+		return fmt.Errorf("gpu: required")
+	case p.TensorParallelSize < 1:
+		return fmt.Errorf("tensor_parallel_size: must be at least 1, got %d", p.TensorParallelSize)
+	}
+	m, err := arch.ResolveModel(p.ModelRef, p.dir)
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	gpus := p.gpus
+	if gpus == nil {
+		gpus = arch.DefaultGPUs()
+	}
+	g, err := gpus.Lookup(p.GPUName)
+	if err != nil {
+		return fmt.Errorf("gpu: %w", err)
+	}
+	if g, err = g.WithOverrides(p.GPUOverrides); err != nil {
+		return fmt.Errorf("gpu_overrides: %w", err)
+	}
+	if err := m.CheckTP(p.TensorParallelSize); err != nil {
+		return fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if err := p.Engine.validate(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	p.Arch, p.GPU = m, g
+	return nil
+}
+
+// WithOverrides returns a copy of p with the fields given in overrides (YAML
+// or JSON, the preset file's field names) replaced, and its model and GPU
+// resolved again when their references change. Unknown fields are errors,
+// with a suggestion ("numGpuBlocks"; did you mean num_gpu_blocks_override?).
+func (p Preset) WithOverrides(overrides []byte) (Preset, error) {
+	if t := bytes.TrimSpace(overrides); len(t) == 0 || string(t) == "null" {
+		return p, nil
+	}
+	out := p
+	if err := decodePreset(overrides, &out); err != nil {
+		return Preset{}, fmt.Errorf("preset %s: %w", p.Name, err)
+	}
+	if out.ModelRef != p.ModelRef || out.GPUName != p.GPUName || out.TensorParallelSize != p.TensorParallelSize ||
+		!bytes.Equal(out.GPUOverrides, p.GPUOverrides) || out.Arch == nil {
+		if err := out.resolve(); err != nil {
+			return Preset{}, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+	} else if err := out.Engine.validate(); err != nil {
+		return Preset{}, fmt.Errorf("preset %s: engine: %w", p.Name, err)
+	}
+	return out, nil
+}
+
+// KVCapacity is the preset's computed KV capacity (ComputeKVCapacity),
+// whether or not num_gpu_blocks_override replaces it.
+func (p *Preset) KVCapacity() (KVCapacity, error) {
+	if p.Arch == nil {
+		return KVCapacity{}, fmt.Errorf("preset %s: model and GPU not resolved", p.Name)
+	}
+	return ComputeKVCapacity(p.Arch, &p.GPU, p.TensorParallelSize, p.Engine)
+}
+
+// EngineConfig resolves the engine arguments: vLLM's defaults for the
+// model and GPU, and num_gpu_blocks from num_gpu_blocks_override or else
+// the KV capacity. Like vLLM it refuses a configuration whose KV cache
+// cannot hold one max_model_len request (unless the override is set).
+func (p *Preset) EngineConfig() (Config, error) {
+	if p.Arch == nil {
+		return Config{}, fmt.Errorf("preset %s: model and GPU not resolved", p.Name)
+	}
+	if err := p.Engine.validate(); err != nil {
+		return Config{}, fmt.Errorf("preset %s: engine: %w", p.Name, err)
+	}
+	e := p.Engine.withDefaults(p.Arch, &p.GPU)
+	cfg := Config{
+		BlockSize:                 e.BlockSize,
+		MaxNumBatchedTokens:       e.MaxNumBatchedTokens,
+		MaxNumSeqs:                e.MaxNumSeqs,
+		LongPrefillTokenThreshold: e.LongPrefillTokenThreshold,
+		MaxModelLen:               e.MaxModelLen,
+		DisablePrefixCaching:      e.EnablePrefixCaching != nil && !*e.EnablePrefixCaching,
+		CheckInvariants:           e.CheckInvariants,
+		NumGPUBlocks:              e.NumGPUBlocksOverride,
+	}
+	if cfg.NumGPUBlocks == 0 {
+		c, err := p.KVCapacity()
+		if err != nil {
+			return Config{}, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		cfg.NumGPUBlocks = c.Blocks
+		if need := (cfg.MaxModelLen + cfg.BlockSize - 1) / cfg.BlockSize; need > c.Blocks {
+			return Config{}, fmt.Errorf("preset %s: max_model_len %d needs %d KV blocks of %d tokens but only %d fit on %d×%s; lower max_model_len or raise gpu_memory_utilization (as vLLM would ask)",
+				p.Name, cfg.MaxModelLen, need, cfg.BlockSize, c.Blocks, p.TensorParallelSize, p.GPU.Name)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return Config{}, fmt.Errorf("preset %s: %w", p.Name, err)
+	}
+	return cfg, nil
+}
+
+// Model returns the preset's step-time model, bound to its model, GPU, TP
+// and KV dtype.
+func (p *Preset) Model() (StepModel, error) {
+	rooflineFor := func() (*Roofline, error) {
+		if p.Arch == nil {
+			return nil, fmt.Errorf("preset %s: model and GPU not resolved", p.Name)
+		}
+		elem, err := p.Arch.KVElementBytes(p.Engine.KVCacheDtype)
+		if err != nil {
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		r := p.Roofline
+		r.Bind(p.Arch, &p.GPU, p.TensorParallelSize, elem)
+		return &r, nil
+	}
+	switch p.StepModel {
+	case "", "roofline":
+		return rooflineFor()
+	case "linear":
+		l := p.Linear
+		if l == (Linear{}) {
+			r, err := rooflineFor()
+			if err != nil {
+				return nil, err
+			}
+			l = linearFromRoofline(r)
+		}
+		return &l, nil
+	}
+	return nil, fmt.Errorf("preset %s: unknown step_model %q (want roofline or linear)", p.Name, p.StepModel)
+}
+
+// linearFromRoofline derives the linear model's coefficients from a bound
+// roofline: the step overhead plus weight read, the compute-bound cost of
+// one uncached prompt token, and the per-sequence cost of a decode at 1k
+// context. It is a starting point for users' own calibration.
+func linearFromRoofline(r *Roofline) Linear {
+	one := float64(r.StepTime([]BatchEntry{{NewTokens: 1, Context: 1024, Decode: true}}))
+	two := float64(r.StepTime([]BatchEntry{{NewTokens: 1, Context: 1024, Decode: true}, {NewTokens: 1, Context: 1024, Decode: true}}))
+	chunk := float64(r.StepTime([]BatchEntry{{NewTokens: 2048}}))
+	perSeq := (two - one) / 1e3
+	step := one/1e3 - perSeq
+	return Linear{StepUs: step, PrefillTokenUs: (chunk/1e3 - step) / 2048, DecodeSeqUs: perSeq}
+}
