@@ -319,7 +319,7 @@ func applyKnobs(spec *scenario.Spec, dims []Dim, values []string) (*scenario.Spe
 					e.NumGPUBlocksOverride = n
 				case "max-num-seqs":
 					e.MaxNumSeqs = n
-				case "max-batched-tokens":
+				case "max-num-batched-tokens", "max-batched-tokens":
 					e.MaxNumBatchedTokens = n
 				case "block-size":
 					e.BlockSize = n

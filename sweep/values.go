@@ -35,7 +35,7 @@ type knob struct {
 
 // knobNames lists the knobs in documentation order.
 func knobNames() []string {
-	return []string{"replicas", "num-gpu-blocks-override", "max-num-seqs", "max-batched-tokens", "block-size",
+	return []string{"replicas", "num-gpu-blocks-override", "max-num-seqs", "max-num-batched-tokens", "block-size",
 		"kv-event-lag", "refresh-metrics-interval", "epp-latency", "network-latency", "seed"}
 }
 
@@ -48,7 +48,7 @@ func lookupKnob(name string) (knob, bool) {
 		return knob{kindInt, 2, "num_gpu_blocks_override of every replica (null block included)"}, true
 	case "max-num-seqs":
 		return knob{kindInt, 1, "max_num_seqs of every replica"}, true
-	case "max-batched-tokens":
+	case "max-num-batched-tokens", "max-batched-tokens": // max-batched-tokens: the flag's old name
 		return knob{kindInt, 1, "max_num_batched_tokens of every replica"}, true
 	case "block-size":
 		return knob{kindInt, 1, "KV block size of every replica"}, true

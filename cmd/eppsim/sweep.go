@@ -53,7 +53,7 @@ identical workload and seed, on all cores (--workers), and writes to --out:
 --vary NAME=VALUES, VALUES a comma list and/or FROM:TO:STEP ranges (durations for duration
 knobs). NAME is PLUGIN.weight (that scorer's weight in every profile), PLUGIN.PARAM or a
 dotted PLUGIN.PARAM.KEY (a key of the plugin's parameters), or a knob: replicas, num-gpu-blocks-override,
-max-num-seqs, max-batched-tokens, block-size, kv-event-lag, refresh-metrics-interval,
+max-num-seqs, max-num-batched-tokens, block-size, kv-event-lag, refresh-metrics-interval,
 epp-latency, network-latency, seed. Plugin names are those of the effective config
 (eppsim epp validate shows them, auto-created producers included).
 
