@@ -28,6 +28,10 @@ type Config struct {
 	// MaxModelLen is the longest sequence (prompt + output) accepted; 0 means
 	// the KV capacity.
 	MaxModelLen int `json:"max_model_len"`
+	// AsyncScheduling schedules each step while the previous one runs
+	// (vLLM's --async-scheduling, on by default since late 2025): a
+	// request that arrives during a step waits one more step (BeginStep).
+	AsyncScheduling bool `json:"async_scheduling"`
 	// DisablePrefixCaching turns the prefix cache off (vLLM enables it by
 	// default, A.5). Its JSON form is vLLM's enable_prefix_caching.
 	DisablePrefixCaching bool `json:"-"`
@@ -127,6 +131,9 @@ type EngineArgs struct {
 	LongPrefillTokenThreshold int `json:"long_prefill_token_threshold,omitempty"`
 	// EnablePrefixCaching defaults to true.
 	EnablePrefixCaching *bool `json:"enable_prefix_caching,omitempty"`
+	// AsyncScheduling is vLLM's async_scheduling (default true: vLLM
+	// turned it on by default in late 2025, PR 27614).
+	AsyncScheduling *bool `json:"async_scheduling,omitempty"`
 	// GPUMemoryUtilization is the fraction of device memory vLLM may use
 	// (default 0.9).
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`

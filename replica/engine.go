@@ -58,6 +58,10 @@ type Engine struct {
 	subs   []Subscriber
 
 	waiting deque
+	// staged are requests added while a step was in flight with async
+	// scheduling: the next step was already scheduled, so they join the
+	// waiting queue only after it begins.
+	staged  []*Request
 	running []*Request
 	batch   []scheduled
 	entries []BatchEntry
@@ -104,7 +108,7 @@ func (e *Engine) Stats() Stats { return e.stats }
 // Gauges returns the current scrape values (A.8).
 func (e *Engine) Gauges() Gauges {
 	return Gauges{
-		NumRequestsWaiting: e.waiting.len(),
+		NumRequestsWaiting: e.waiting.len() + len(e.staged),
 		NumRequestsRunning: len(e.running),
 		KVCacheUsagePerc:   e.pool.Usage(),
 		BlockSize:          e.cfg.BlockSize,
@@ -115,7 +119,7 @@ func (e *Engine) Gauges() Gauges {
 }
 
 // Busy reports whether the engine has requests to run.
-func (e *Engine) Busy() bool { return len(e.running) > 0 || e.waiting.len() > 0 }
+func (e *Engine) Busy() bool { return len(e.running) > 0 || e.waiting.len() > 0 || len(e.staged) > 0 }
 
 // InStep reports whether a step is in flight (BeginStep without EndStep).
 func (e *Engine) InStep() bool { return e.inStep }
@@ -141,6 +145,10 @@ func (e *Engine) Add(r *Request, now int64) error {
 	// Alias the caller's chain; clipped so that extending it with output
 	// blocks reallocates instead of writing into the caller's array.
 	r.hashes = slices.Clip(r.PromptHashes)
+	if e.cfg.AsyncScheduling && e.inStep {
+		e.staged = append(e.staged, r)
+		return nil
+	}
 	e.waiting.pushBack(r)
 	return nil
 }
@@ -321,7 +329,30 @@ func (e *Engine) preempt(r *Request, now int64) {
 // BeginStep schedules one engine step at time now (Scheduler.schedule, A.5 /
 // A.10) and returns its duration. ok is false when nothing could be
 // scheduled; the engine then waits for an arrival or stays idle.
+//
+// With async scheduling (Config.AsyncScheduling) vLLM schedules each step
+// while the previous one runs, so a request that arrived during step k was
+// not there when step k+1 was scheduled: requests added during a step
+// (staged) join the waiting queue only once the next step has begun, and
+// run in the step after it. When that next step has nothing to run the
+// engine is idle, and they are scheduled at once.
 func (e *Engine) BeginStep(now int64) (dur int64, ok bool) {
+	dur, ok = e.beginStep(now)
+	if len(e.staged) == 0 {
+		return dur, ok
+	}
+	for _, r := range e.staged {
+		e.waiting.pushBack(r)
+	}
+	clear(e.staged)
+	e.staged = e.staged[:0]
+	if ok {
+		return dur, ok
+	}
+	return e.beginStep(now)
+}
+
+func (e *Engine) beginStep(now int64) (dur int64, ok bool) {
 	if e.inStep {
 		panic("replica: BeginStep while a step is in flight")
 	}
@@ -515,6 +546,15 @@ func (e *Engine) CheckInvariants() error {
 		}
 		if need := (r.numComputed + e.cfg.BlockSize - 1) / e.cfg.BlockSize; len(r.blocks) < need {
 			return fmt.Errorf("replica invariant: request %d computed %d tokens in %d blocks", r.ID, r.numComputed, len(r.blocks))
+		}
+	}
+	for _, r := range e.staged {
+		if seen[r] {
+			return fmt.Errorf("replica invariant: request %d staged twice or also running", r.ID)
+		}
+		seen[r] = true
+		if r.status != Waiting || len(r.blocks) > 0 {
+			return fmt.Errorf("replica invariant: staged request %d has status %d and %d blocks", r.ID, r.status, len(r.blocks))
 		}
 	}
 	for i := range e.waiting.len() {

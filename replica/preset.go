@@ -36,14 +36,24 @@ type Preset struct {
 	// cache split across this many GPUs (default 1).
 	TensorParallelSize int        `json:"tensor_parallel_size"`
 	Engine             EngineArgs `json:"engine"`
-	// StepModel selects "roofline" (B.3, the default) or "linear".
-	StepModel string   `json:"step_model"`
-	Roofline  Roofline `json:"roofline"`
+	// StepModel selects "calibrated" (the default: CalibratedModel with the
+	// calibration below), "roofline" (B.3 with BLIS's constants) or
+	// "linear".
+	StepModel string `json:"step_model"`
+	// CalibrationRef is the calibrated model's coefficients: "default"
+	// (or empty) for the calibration that ships
+	// (calibrations/default.yaml), else a calibration file, relative to the
+	// preset file. Calibration is the resolved calibration.
+	CalibrationRef string       `json:"calibration,omitempty"`
+	Calibration    *Calibration `json:"-"`
+	Roofline       Roofline     `json:"roofline"`
 	// Linear is the linear model's coefficients; all zero derives them
 	// from the roofline.
 	Linear Linear `json:"linear"`
-	// Non-blocking CPU-side delays (B.3, BLIS α0 and α2): added to a
-	// request's TTFT and per output token, never to the engine step.
+	// Non-blocking CPU-side delays of the roofline and linear models (B.3,
+	// BLIS α0 and α2): added to a request's TTFT and per output token,
+	// never to the engine step. The calibrated model takes them from its
+	// calibration (Delays).
 	IngestUs         float64 `json:"ingest_us"`
 	PerOutputTokenUs float64 `json:"per_output_token_us"`
 
@@ -90,7 +100,7 @@ var PresetRenames = map[string]string{
 func defaultPreset() Preset {
 	return Preset{
 		TensorParallelSize: 1,
-		StepModel:          "roofline",
+		StepModel:          "calibrated",
 		Roofline:           DefaultRoofline(),
 		IngestUs:           15563.2,
 		PerOutputTokenUs:   45.9,
@@ -271,8 +281,62 @@ func (p *Preset) resolve() error {
 	if err := p.Engine.validate(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	if err := p.resolveCalibration(); err != nil {
+		return err
+	}
 	p.Arch, p.GPU = m, g
 	return nil
+}
+
+// resolveCalibration loads the calibration CalibrationRef names.
+func (p *Preset) resolveCalibration() error {
+	switch p.CalibrationRef {
+	case "", "default":
+		c := DefaultCalibration()
+		p.Calibration = &c
+		return nil
+	}
+	path := p.CalibrationRef
+	if !filepath.IsAbs(path) && p.dir != "" {
+		path = filepath.Join(p.dir, path)
+	}
+	c, err := LoadCalibration(path)
+	if err != nil {
+		return fmt.Errorf("calibration: %w", err)
+	}
+	p.Calibration = &c
+	return nil
+}
+
+// WithCalibration returns p using calibration c (the calibrated model's
+// coefficients; --calibration).
+func (p Preset) WithCalibration(c Calibration, ref string) Preset {
+	p.CalibrationRef, p.Calibration = ref, &c
+	return p
+}
+
+// StepModelID names the step-time model and its constants for summaries:
+// "calibrated NAME@HASH", "roofline" or "linear".
+func (p *Preset) StepModelID() string {
+	switch p.StepModel {
+	case "", "calibrated":
+		if p.Calibration != nil {
+			return "calibrated " + p.Calibration.ID()
+		}
+		return "calibrated"
+	}
+	return p.StepModel
+}
+
+// Delays returns the non-blocking per-request delays in µs: the ingest
+// added to TTFT and E2E, and the per-output-token time added to E2E. The
+// calibrated model takes them from its calibration, the others from the
+// preset.
+func (p *Preset) Delays() (ingestUs, perOutputTokenUs float64) {
+	if (p.StepModel == "" || p.StepModel == "calibrated") && p.Calibration != nil {
+		return p.Calibration.Coefficients.IngestUs, p.Calibration.Coefficients.PerOutputTokenUs
+	}
+	return p.IngestUs, p.PerOutputTokenUs
 }
 
 // WithOverrides returns a copy of p with the fields given in overrides (YAML
@@ -326,6 +390,7 @@ func (p *Preset) EngineConfig() (Config, error) {
 		LongPrefillTokenThreshold: e.LongPrefillTokenThreshold,
 		MaxModelLen:               e.MaxModelLen,
 		DisablePrefixCaching:      e.EnablePrefixCaching != nil && !*e.EnablePrefixCaching,
+		AsyncScheduling:           e.AsyncScheduling == nil || *e.AsyncScheduling,
 		CheckInvariants:           e.CheckInvariants,
 		NumGPUBlocks:              e.NumGPUBlocksOverride,
 	}
@@ -362,7 +427,25 @@ func (p *Preset) Model() (StepModel, error) {
 		return &r, nil
 	}
 	switch p.StepModel {
-	case "", "roofline":
+	case "", "calibrated":
+		if p.Arch == nil {
+			return nil, fmt.Errorf("preset %s: model and GPU not resolved", p.Name)
+		}
+		if p.Calibration == nil {
+			if err := p.resolveCalibration(); err != nil {
+				return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+			}
+		}
+		elem, err := p.Arch.KVElementBytes(p.Engine.KVCacheDtype)
+		if err != nil {
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		m, err := NewCalibratedModel(p.Calibration.Coefficients, p.Arch, &p.GPU, p.TensorParallelSize, elem)
+		if err != nil {
+			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		return m, nil
+	case "roofline":
 		return rooflineFor()
 	case "linear":
 		l := p.Linear
@@ -375,7 +458,7 @@ func (p *Preset) Model() (StepModel, error) {
 		}
 		return &l, nil
 	}
-	return nil, fmt.Errorf("preset %s: unknown step_model %q (want roofline or linear)", p.Name, p.StepModel)
+	return nil, fmt.Errorf("preset %s: unknown step_model %q (want calibrated, roofline or linear)", p.Name, p.StepModel)
 }
 
 // linearFromRoofline derives the linear model's coefficients from a bound

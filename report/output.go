@@ -556,6 +556,21 @@ func (o *Output) summaryJSON() ([]byte, error) {
 const filePerm = 0o644
 
 // writeTemp writes data to a new temporary file in dir and returns its path.
+// WriteFileAtomic writes data to path through a temporary file in the same
+// directory that is renamed into place, so that a reader never sees a
+// half-written file and an interrupted write leaves nothing behind.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := writeTemp(filepath.Dir(path), filepath.Base(path), data)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("report: writing %s: %w", path, err)
+	}
+	return nil
+}
+
 func writeTemp(dir, name string, data []byte) (string, error) {
 	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
 	if err != nil {

@@ -28,6 +28,10 @@ type Spec struct {
 	// Seed should equal Env.Seed).
 	Trace    string
 	Workload workload.Options
+	// Open, when set, opens the workload instead of Trace (a source built
+	// in memory, such as an inference-perf config); Trace then only
+	// labels it.
+	Open func() (*workload.Stream, error)
 	Fleet    []sim.ReplicaSpec
 	// Env holds the seed, EPP environment and limits; its hooks are ignored
 	// (use Hooks).
@@ -129,7 +133,11 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 		return nil, err
 	}
 	router.Record = true
-	src, err := workload.Open(spec.Trace, spec.Workload)
+	open := spec.Open
+	if open == nil {
+		open = func() (*workload.Stream, error) { return workload.Open(spec.Trace, spec.Workload) }
+	}
+	src, err := open()
 	if err != nil {
 		return nil, &InputError{err}
 	}
@@ -200,7 +208,7 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 		// The run succeeded, so every replica's engine config resolved.
 		cfg, _ := r.Preset.EngineConfig()
 		rc.Fleet = append(rc.Fleet, report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
-			Preset: r.Preset.Name, StepModel: r.Preset.StepModel, Engine: cfg})
+			Preset: r.Preset.Name, StepModel: r.Preset.StepModelID(), Engine: cfg})
 	}
 	for _, ns := range l.NotSimulated {
 		rc.NotSimulated = append(rc.NotSimulated, ns.String())

@@ -73,9 +73,11 @@ const (
 
 // Record is one request's result.
 type Record struct {
-	ID           int64
-	Session      string
-	Turn         int
+	ID      int64
+	Session string
+	Turn    int
+	// Stage is the request's load stage (workload.Request.Stage).
+	Stage        int
 	Arrival      int64 // when the request reached the EPP (ns)
 	Replica      int   // index into the fleet; -1 if not routed
 	PromptTokens int
@@ -276,8 +278,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		if i > 0 && cfg.BlockSize != r.fleet[0].eng.Config().BlockSize {
 			return nil, &FleetError{fmt.Errorf("replica %s: block size %d differs from the fleet's %d", spec.Name, cfg.BlockSize, r.fleet[0].eng.Config().BlockSize)}
 		}
+		ingestUs, perTokUs := spec.Preset.Delays()
 		fr := &fleetReplica{spec: spec, eng: eng, run: r, idx: i,
-			ingest: int64(spec.Preset.IngestUs * 1e3), perTok: int64(spec.Preset.PerOutputTokenUs * 1e3)}
+			ingest: int64(ingestUs * 1e3), perTok: int64(perTokUs * 1e3)}
 		if kvEvents {
 			eng.Subscribe(fr)
 		}
@@ -486,7 +489,7 @@ func (r *runner) kvSlot(b kvBatch) int {
 // route runs the EPP on a request and sends it towards its replica.
 func (r *runner) route(now int64, wr *workload.Request) {
 	f := &flight{wr: wr, replica: -1}
-	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Arrival: now, Replica: -1,
+	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Stage: wr.Stage, Arrival: now, Replica: -1,
 		PromptTokens: wr.PromptLen, OutputTokens: wr.OutputTokens, Warmup: now < r.opts.Warmup}
 	headers := map[string]string{}
 	if wr.Session != "" {

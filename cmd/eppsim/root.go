@@ -24,6 +24,8 @@ func newRootCmd() *cobra.Command {
 		newSweepCmd(),
 		newTuneCmd(),
 		newDiffCmd(),
+		newCalibrateCmd(),
+		newValidateCmd(),
 	)
 	return root
 }

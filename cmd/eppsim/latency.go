@@ -1,0 +1,362 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eppsim/eppsim/latency"
+	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/report"
+)
+
+func newValidateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check eppsim against measured runs",
+	}
+	cmd.AddCommand(newValidateLatencyCmd())
+	return cmd
+}
+
+type validateLatencyFlags struct {
+	calibration string
+	out         string
+	force       bool
+	workers     int
+	seed        uint64
+	dpi         int
+}
+
+func newValidateLatencyCmd() *cobra.Command {
+	f := &validateLatencyFlags{}
+	cmd := &cobra.Command{
+		Use:   "latency EXPERIMENTS.json",
+		Short: "Simulate measured vLLM runs and compare predicted with measured latency",
+		Long: `validate latency simulates every run of an experiments file (the schema of
+../shared/latency/experiments.json, docs/latency.md: model, GPU, tensor parallelism, vLLM's
+engine arguments and an inference-perf workload, with or without the measured latencies) on one
+replica with the step-time calibration, and writes to --out:
+
+  latency.csv              experiment,scope,metric,predicted,actual,ape_pct for every run, scope
+                           (summary, stage_0, stage_1, ...) and metric (e2e_mean, e2e_p90,
+                           e2e_p99, ttft_mean, ttft_p90, ttft_p99, itl_mean); actual and ape_pct
+                           empty without a measurement
+  latency.md               MAPE per metric and per GPU, beside every other simulator whose
+                           predictions the file carries; the overloaded runs; every run
+  predicted_vs_actual.svg/png
+
+It prints the MAPE table. itl_mean is (E2E mean − TTFT mean) / (output_len − 1), on both sides.`,
+		Example: `  eppsim validate latency ../shared/latency/experiments.json --out out/latency`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return validateLatencyMain(cmd, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file (default: the one that ships)")
+	fl.StringVar(&f.out, "out", "", "directory for latency.csv, latency.md and the plot (required)")
+	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory")
+	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
+	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
+	fl.IntVar(&f.dpi, "dpi", 150, "resolution of the PNG plot")
+	return cmd
+}
+
+// loadCalibration reads --calibration, or returns the shipped one.
+func loadCalibration(path string) (replica.Calibration, error) {
+	if path == "" {
+		return replica.DefaultCalibration(), nil
+	}
+	c, err := replica.LoadCalibration(path)
+	if err != nil {
+		return c, fmt.Errorf("--calibration: %w", err)
+	}
+	return c, nil
+}
+
+func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, path string) error {
+	if f.out == "" {
+		return withExitCode(2, errors.New("--out is required"))
+	}
+	if f.workers < 1 {
+		return withExitCode(2, fmt.Errorf("--workers %d: must be at least 1", f.workers))
+	}
+	c, err := loadCalibration(f.calibration)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	file, err := latency.Load(path)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	if err := checkOutDir(f.out, f.force); err != nil {
+		return withExitCode(2, err)
+	}
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	rep, err := latency.Validate(ctx, file, path, c, latency.Options{Seed: f.seed}, f.workers)
+	if err != nil {
+		if ctx.Err() != nil {
+			return withExitCode(130, errInterrupted)
+		}
+		return err
+	}
+	if err := rep.WriteDir(f.out, f.dpi); err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", path, c.ID(), len(rep.Results))
+	printMAPE(w, "eppsim (in sample)", rep.Rows, rep.MAPEs())
+	printOverloaded(w, rep)
+	fmt.Fprintf(w, "\nwrote %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.MarkdownFile, latency.PlotName, f.out)
+	return nil
+}
+
+// printMAPE prints one line of whole-run MAPE per metric.
+func printMAPE(w io.Writer, label string, _ []latency.Row, m map[string]float64) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "MAPE\t")
+	for _, name := range latency.Metrics {
+		fmt.Fprintf(tw, "%s\t", name)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "%s\t", label)
+	for _, name := range latency.Metrics {
+		if v, ok := m[name]; ok && !math.IsNaN(v) {
+			fmt.Fprintf(tw, "%.1f%%\t", v)
+		} else {
+			fmt.Fprint(tw, "–\t")
+		}
+	}
+	fmt.Fprintln(tw)
+	tw.Flush()
+}
+
+func printOverloaded(w io.Writer, rep *latency.Report) {
+	ov := rep.OverloadedCheck()
+	if len(ov) == 0 {
+		return
+	}
+	ok := 0
+	for _, o := range ov {
+		if o.OK {
+			ok++
+		}
+	}
+	fmt.Fprintf(w, "\noverloaded runs predicted as overloaded (TTFT mean ≥ 10 s, within 10× of the measurement): %d of %d\n", ok, len(ov))
+	for _, o := range ov {
+		if !o.OK {
+			fmt.Fprintf(w, "  not: %s (measured %.1f s, predicted %.1f s)\n", o.ID, o.Measured/1000, o.Predicted/1000)
+		}
+	}
+}
+
+type calibrateFlags struct {
+	out        string
+	start      string
+	name       string
+	free       string
+	budget     int
+	lomoBudget int
+	stageLimit int
+	lomo       bool
+	report     string
+	force      bool
+	workers    int
+	seed       uint64
+	dpi        int
+	quiet      bool
+}
+
+func newCalibrateCmd() *cobra.Command {
+	f := &calibrateFlags{}
+	cmd := &cobra.Command{
+		Use:   "calibrate EXPERIMENTS.json --out calibration.yaml",
+		Short: "Fit the step-time model's coefficients to measured vLLM runs",
+		Long: `calibrate fits the calibrated step-time model (docs/latency.md) to the measured runs of an
+experiments file (the schema of ../shared/latency/experiments.json): it simulates the runs inside a
+Nelder-Mead search over the free coefficients, minimising each run's mean |log(predicted/actual)|
+over every scope and metric, averaged over the runs (overloaded runs are not fitted). It writes the
+calibration (--out) for run --calibration and the calibration key of preset and fleet files,
+prints the fit per run, and with --leave-one-model-out also refits once per model without that
+model's runs to measure the error on models the calibration never saw. --report DIR writes the
+validation report of the result (validate latency's files, with the leave-one-model-out rows).
+
+Validating the written calibration on the same file reproduces the fit it reports.`,
+		Example: `  eppsim calibrate ../shared/latency/experiments.json --out calibration.yaml --report out/calibration
+  eppsim run --calibration calibration.yaml --trace my-trace.jsonl`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return calibrateMain(cmd, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.out, "out", "", "calibration file to write (required)")
+	fl.StringVar(&f.start, "start", "", "calibration to start from (default: the one that ships)")
+	fl.StringVar(&f.name, "name", "", "name of the calibration (default: the --out file's base name)")
+	fl.StringVar(&f.free, "free", strings.Join(latency.DefaultFree, ","), "coefficients to fit, comma-separated (of "+strings.Join(replica.CoefficientNames, ", ")+")")
+	fl.IntVar(&f.budget, "budget", 300, "objective evaluations of the fit (each simulates every fitted run)")
+	fl.IntVar(&f.lomoBudget, "lomo-budget", 0, "objective evaluations of each leave-one-model-out refit (0: --budget/3)")
+	fl.IntVar(&f.stageLimit, "stage-limit", 300, "simulate at most this many seconds of each load stage while fitting (0: whole runs); the reported fit simulates whole runs")
+	fl.BoolVar(&f.lomo, "leave-one-model-out", false, "also measure the error on each model with a calibration fitted without it")
+	fl.StringVar(&f.report, "report", "", "also write the validation report of the result to this directory")
+	fl.BoolVar(&f.force, "force", false, "overwrite --out and write into a non-empty --report directory")
+	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
+	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
+	fl.IntVar(&f.dpi, "dpi", 150, "resolution of the report's PNG plot")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
+	return cmd
+}
+
+func calibrateMain(cmd *cobra.Command, f *calibrateFlags, path string) error {
+	switch {
+	case f.out == "":
+		return withExitCode(2, errors.New("--out is required (the calibration file to write)"))
+	case f.budget < 1:
+		return withExitCode(2, fmt.Errorf("--budget %d: must be at least 1", f.budget))
+	case f.lomoBudget < 0:
+		return withExitCode(2, fmt.Errorf("--lomo-budget %d: must not be negative", f.lomoBudget))
+	case f.stageLimit < 0:
+		return withExitCode(2, fmt.Errorf("--stage-limit %d: must not be negative (0 = whole runs)", f.stageLimit))
+	case f.workers < 1:
+		return withExitCode(2, fmt.Errorf("--workers %d: must be at least 1", f.workers))
+	}
+	if _, err := os.Stat(f.out); err == nil && !f.force {
+		return withExitCode(2, fmt.Errorf("--out %s exists: pass --force to overwrite it", f.out))
+	}
+	if f.report != "" {
+		if err := checkOutDir(f.report, f.force); err != nil {
+			return withExitCode(2, fmt.Errorf("--report: %w", err))
+		}
+	}
+	start, err := loadCalibration(f.start)
+	if err != nil {
+		return withExitCode(2, fmt.Errorf("--start: %w", err))
+	}
+	var free []string
+	for _, n := range strings.Split(f.free, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			free = append(free, n)
+		}
+	}
+	file, err := latency.Load(path)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	name := f.name
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(f.out), filepath.Ext(f.out))
+	}
+	var progress io.Writer
+	if !f.quiet {
+		progress = cmd.ErrOrStderr()
+	}
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
+		Start: start, Free: free, Budget: f.budget, LOMOBudget: f.lomoBudget, StageLimit: f.stageLimit,
+		LeaveOneModelOut: f.lomo, Seed: f.seed, Workers: f.workers, Progress: progress,
+		Name: name, Source: filepath.Base(path), Version: version,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return withExitCode(130, errInterrupted)
+		}
+		if strings.HasPrefix(err.Error(), "calibrate: ") {
+			return withExitCode(2, err)
+		}
+		return err
+	}
+	y, err := res.Calibration.MarshalYAML()
+	if err != nil {
+		return err
+	}
+	if err := report.WriteFileAtomic(f.out, y); err != nil {
+		return err
+	}
+	rep := &latency.Report{Source: path, Calibration: res.Calibration, Results: res.Results, Rows: latency.Rows(res.Results)}
+	if res.LOMO != nil {
+		rep.LOMO = latency.Rows(res.LOMO)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "calibration %s: fitted %s on %d runs in %d evaluations (objective %.4f)\n\n", res.Calibration.ID(),
+		strings.Join(free, ", "), len(res.Fitted), res.Evaluations, res.Objective)
+	printCoefficients(w, res.Calibration.Coefficients)
+	fmt.Fprintln(w)
+	printFit(w, rep)
+	fmt.Fprintln(w)
+	printMAPE(w, "in sample", rep.Rows, rep.MAPEs())
+	if rep.LOMO != nil {
+		lm := map[string]float64{}
+		for _, m := range latency.Metrics {
+			if v, n := latency.MAPE(rep.LOMO, m, nil); n > 0 {
+				lm[m] = v
+			}
+		}
+		printMAPE(w, "leave one model out", rep.LOMO, lm)
+	}
+	printOverloaded(w, rep)
+	if f.report != "" {
+		if err := rep.WriteDir(f.report, f.dpi); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nreport: %s\n", f.report)
+	}
+	fmt.Fprintf(w, "wrote %s\n", f.out)
+	return nil
+}
+
+func printCoefficients(w io.Writer, c replica.Coefficients) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, v := range c.Vector() {
+		fmt.Fprintf(tw, "  %s\t%.6g\n", replica.CoefficientNames[i], v)
+	}
+	tw.Flush()
+}
+
+// printFit prints every run's whole-run headline metrics.
+func printFit(w io.Writer, rep *latency.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "run\t")
+	for _, m := range latency.HeadlineMetrics {
+		fmt.Fprintf(tw, "%s pred/actual\tAPE\t", m)
+	}
+	fmt.Fprintln(tw)
+	byRun := map[string]map[string]latency.Row{}
+	for _, r := range rep.Rows {
+		if r.Scope != "summary" {
+			continue
+		}
+		if byRun[r.Experiment] == nil {
+			byRun[r.Experiment] = map[string]latency.Row{}
+		}
+		byRun[r.Experiment][r.Metric] = r
+	}
+	for _, res := range rep.Results {
+		id := res.Experiment.ID
+		label := id
+		if res.Experiment.Overloaded() {
+			label += " (overloaded)"
+		}
+		fmt.Fprintf(tw, "%s\t", label)
+		for _, m := range latency.HeadlineMetrics {
+			r, ok := byRun[id][m]
+			if !ok || math.IsNaN(r.Actual) {
+				fmt.Fprintf(tw, "%.4g/–\t–\t", r.Predicted)
+				continue
+			}
+			fmt.Fprintf(tw, "%.4g/%.4g\t%.1f%%\t", r.Predicted, r.Actual, r.APE)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,332 @@
+package latency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/optimize"
+
+	"github.com/eppsim/eppsim/replica"
+)
+
+// FitMetrics are the metrics the calibration objective compares, in every
+// scope (the whole run and each stage).
+var FitMetrics = Metrics
+
+// DefaultFree are the coefficients calibrate fits by default. The others
+// keep their starting values: per_output_token_us (vLLM streams outputs
+// from a process of its own, so it adds nothing a run can tell apart from
+// the step time), and the ones the shipped runs cannot identify because
+// their prefills are almost all prefix-cache hits — mfu and eta_link only
+// matter for compute-heavy steps, so they stay at their documented priors
+// (docs/latency.md) unless a user's runs include such steps.
+var DefaultFree = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "all_reduce_us", "ingest_us"}
+
+// CalibrateOptions configure Calibrate.
+type CalibrateOptions struct {
+	// Start is the starting calibration (its name and notes are replaced).
+	Start replica.Calibration
+	// Free names the coefficients to fit (default DefaultFree).
+	Free []string
+	// Budget is the number of objective evaluations of the fit (each
+	// simulates every fitted run); LOMOBudget that of each
+	// leave-one-model-out refit (0: Budget/3).
+	Budget, LOMOBudget int
+	// StageLimit shortens the simulated stages while fitting (seconds; 0:
+	// as recorded). The reported fit always simulates the full runs.
+	StageLimit int
+	// LeaveOneModelOut also refits once per model without that model's
+	// runs and predicts them, measuring how the calibration carries to
+	// models it never saw.
+	LeaveOneModelOut bool
+	Seed             uint64
+	Workers          int
+	// Progress receives a line per improvement (nil: none).
+	Progress io.Writer
+	// Name labels the calibration; Source says what it was fitted on.
+	Name, Source, Version string
+}
+
+// CalibrateResult is a fit and how good it is.
+type CalibrateResult struct {
+	Calibration replica.Calibration
+	// Fitted are the runs fitted on; Results their full-length
+	// predictions with the fitted calibration (every run of the file,
+	// overloaded ones included).
+	Fitted  []*Experiment
+	Results []*Result
+	// Objective is the fit's objective (mean |log(predicted/actual)| per
+	// run, averaged over runs) on the shortened runs; Evaluations the
+	// number of objective evaluations.
+	Objective   float64
+	Evaluations int
+	// LOMO are each model's runs predicted by a calibration fitted
+	// without that model (LeaveOneModelOut).
+	LOMO []*Result
+}
+
+// FitRuns selects the runs a calibration is fitted on: measured and not
+// overloaded (overloaded runs are saturation checks only).
+func FitRuns(f *File) []*Experiment {
+	var out []*Experiment
+	for i := range f.Experiments {
+		e := &f.Experiments[i]
+		if e.HasMeasurement() && !e.Overloaded() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Calibrate fits the calibrated step-time model to the measured runs of
+// f by simulating them inside a Nelder-Mead search (gonum/optimize) over
+// the free coefficients (efficiencies on a logit scale, overheads on a log
+// scale, so every point is physical). The objective is each run's mean
+// |log(predicted/actual)| over the scopes and FitMetrics, averaged over
+// the runs: every run counts alike, and a prediction twice too high costs
+// what one half too low does.
+func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResult, error) {
+	runs := FitRuns(f)
+	if len(runs) == 0 {
+		return nil, errors.New("calibrate: no measured run that is not overloaded")
+	}
+	if o.Free == nil {
+		o.Free = DefaultFree
+	}
+	free, err := freeIndexes(o.Free)
+	if err != nil {
+		return nil, err
+	}
+	if o.Budget <= 0 {
+		o.Budget = 300
+	}
+	if o.LOMOBudget <= 0 {
+		o.LOMOBudget = max(o.Budget/3, 1)
+	}
+	start := time.Now()
+	fit, evals, obj, err := fitOn(ctx, runs, o.Start.Coefficients, free, o.Budget, o, "fit")
+	if err != nil {
+		return nil, err
+	}
+	res := &CalibrateResult{Fitted: runs, Objective: obj, Evaluations: evals}
+	res.Calibration = replica.Calibration{Name: o.Name, Coefficients: fit, EppsimVersion: o.Version,
+		FittedOn: fmt.Sprintf("%s: %d measured runs that are not overloaded (%s); free: %s; %d evaluations, objective %.4f",
+			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj)}
+	all := make([]*Experiment, len(f.Experiments))
+	for i := range f.Experiments {
+		all[i] = &f.Experiments[i]
+	}
+	if res.Results, err = SimulateAll(ctx, all, res.Calibration, Options{Seed: o.Seed}, o.Workers); err != nil {
+		return nil, err
+	}
+	rows := Rows(res.Results)
+	fitted := func(id string) bool {
+		return slices.ContainsFunc(runs, func(e *Experiment) bool { return e.ID == id })
+	}
+	res.Calibration.Fit = map[string]float64{}
+	for _, m := range Metrics {
+		if v, n := MAPE(rows, m, fitted); n > 0 {
+			res.Calibration.Fit["mape_"+m] = round(v, 2)
+		}
+	}
+	if o.LeaveOneModelOut {
+		for _, model := range modelsOf(runs) {
+			var train, test []*Experiment
+			for _, e := range runs {
+				if e.Model == model {
+					test = append(test, e)
+				} else {
+					train = append(train, e)
+				}
+			}
+			co, _, _, err := fitOn(ctx, train, fit, free, o.LOMOBudget, o, "without "+model)
+			if err != nil {
+				return nil, err
+			}
+			c := res.Calibration
+			c.Coefficients = co
+			rs, err := SimulateAll(ctx, test, c, Options{Seed: o.Seed}, o.Workers)
+			if err != nil {
+				return nil, err
+			}
+			res.LOMO = append(res.LOMO, rs...)
+		}
+		lrows := Rows(res.LOMO)
+		for _, m := range Metrics {
+			if v, n := MAPE(lrows, m, nil); n > 0 {
+				res.Calibration.Fit["lomo_mape_"+m] = round(v, 2)
+			}
+		}
+	}
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "calibrate: done in %s\n", time.Since(start).Round(time.Second))
+	}
+	return res, nil
+}
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+func modelsOf(runs []*Experiment) []string {
+	var out []string
+	for _, e := range runs {
+		if !slices.Contains(out, e.Model) {
+			out = append(out, e.Model)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func freeIndexes(names []string) ([]int, error) {
+	var out []int
+	for _, n := range names {
+		i := slices.Index(replica.CoefficientNames, n)
+		if i < 0 {
+			return nil, fmt.Errorf("calibrate: unknown coefficient %q (have %s)", n, strings.Join(replica.CoefficientNames, ", "))
+		}
+		if slices.Contains(out, i) {
+			return nil, fmt.Errorf("calibrate: coefficient %q given twice", n)
+		}
+		out = append(out, i)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("calibrate: no coefficient to fit")
+	}
+	return out, nil
+}
+
+// isEfficiency reports whether coefficient i is a fraction in (0, 1].
+func isEfficiency(i int) bool {
+	n := replica.CoefficientNames[i]
+	return strings.HasPrefix(n, "eta_") || n == "mfu"
+}
+
+// toFree maps a coefficient to the search space: logit for efficiencies,
+// log for overheads (a floor of 1e-3 µs keeps zero finite).
+func toFree(i int, v float64) float64 {
+	if isEfficiency(i) {
+		v = min(max(v, 1e-6), 1-1e-6)
+		return math.Log(v / (1 - v))
+	}
+	return math.Log(max(v, 1e-3))
+}
+
+func fromFree(i int, x float64) float64 {
+	if isEfficiency(i) {
+		return 1 / (1 + math.Exp(-x))
+	}
+	return math.Exp(x)
+}
+
+// fitOn runs the Nelder-Mead search on runs from start.
+func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, free []int, budget int, o CalibrateOptions, label string) (replica.Coefficients, int, float64, error) {
+	base := start.Vector()
+	x0 := make([]float64, len(free))
+	for k, i := range free {
+		x0[k] = toFree(i, base[i])
+	}
+	coeffs := func(x []float64) replica.Coefficients {
+		v := slices.Clone(base)
+		for k, i := range free {
+			v[i] = fromFree(i, x[k])
+		}
+		return replica.CoefficientsFromVector(v)
+	}
+	best := math.Inf(1)
+	bestX := slices.Clone(x0)
+	evals := 0
+	var simErr error
+	objective := func(x []float64) float64 {
+		evals++
+		c := replica.Calibration{Name: "fit", Coefficients: coeffs(x)}
+		v, err := Objective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit}, o.Workers)
+		if err != nil {
+			if ctx.Err() == nil && simErr == nil && !errors.Is(err, errUnphysical) {
+				simErr = err
+			}
+			return math.Inf(1)
+		}
+		if v < best {
+			best = v
+			copy(bestX, x)
+			if o.Progress != nil {
+				fmt.Fprintf(o.Progress, "calibrate (%s): evaluation %d: objective %.4f\n", label, evals, v)
+			}
+		}
+		return v
+	}
+	// The simplex starts 0.4 away from the start in each coordinate: a
+	// factor of about 1.5 on an overhead or an efficiency's odds.
+	verts := [][]float64{slices.Clone(x0)}
+	for k := range x0 {
+		v := slices.Clone(x0)
+		v[k] += 0.4
+		verts = append(verts, v)
+	}
+	vals := make([]float64, len(verts))
+	for k, v := range verts {
+		vals[k] = objective(v)
+	}
+	settings := &optimize.Settings{FuncEvaluations: max(budget-len(verts), 1), InitValues: &optimize.Location{F: vals[0]},
+		Converger: &optimize.FunctionConverge{Absolute: 1e-5, Iterations: 60}}
+	_, err := optimize.Minimize(optimize.Problem{Func: objective}, x0, settings,
+		&optimize.NelderMead{InitialVertices: verts, InitialValues: vals})
+	if ctx.Err() != nil {
+		return replica.Coefficients{}, evals, 0, ctx.Err()
+	}
+	if math.IsInf(best, 1) {
+		if simErr != nil {
+			return replica.Coefficients{}, evals, 0, simErr
+		}
+		return replica.Coefficients{}, evals, 0, fmt.Errorf("calibrate (%s): no evaluation succeeded: %v", label, err)
+	}
+	return coeffs(bestX), evals, best, nil
+}
+
+var errUnphysical = errors.New("unphysical coefficients")
+
+// Objective is the calibration objective of c on runs: each run's mean
+// |log(predicted/actual)| over its scopes and FitMetrics, averaged over
+// the runs.
+func Objective(ctx context.Context, runs []*Experiment, c replica.Calibration, o Options, workers int) (float64, error) {
+	if err := c.Coefficients.Validate(); err != nil {
+		return 0, fmt.Errorf("%w: %v", errUnphysical, err)
+	}
+	results, err := SimulateAll(ctx, runs, c, o, workers)
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, r := range results {
+		var s float64
+		n := 0
+		for _, scope := range r.Experiment.Scopes() {
+			p, a := r.Predicted[scope], r.Experiment.MeasuredValues(scope)
+			for _, m := range FitMetrics {
+				av, ok := a[m]
+				if !ok || p == nil {
+					continue
+				}
+				pv := p[m]
+				if !(pv > 0) {
+					return 0, fmt.Errorf("%s: %s %s predicted %v", r.Experiment.ID, scope, m, pv)
+				}
+				s += math.Abs(math.Log(pv / av))
+				n++
+			}
+		}
+		if n > 0 {
+			total += s / float64(n)
+		}
+	}
+	return total / float64(len(results)), nil
+}

@@ -1,0 +1,103 @@
+package latency
+
+import (
+	"context"
+	"math"
+	"sync"
+
+	"github.com/eppsim/eppsim/replica"
+)
+
+// Row is one line of latency.csv: a metric of a run's scope, predicted
+// and (when measured) actual, with the absolute percentage error.
+type Row struct {
+	Experiment string
+	Scope      string
+	Metric     string
+	Predicted  float64
+	// Actual and APE are NaN when the run has no measurement of the
+	// metric.
+	Actual, APE float64
+}
+
+// Rows lists every run's metrics by scope in Metrics order.
+func Rows(results []*Result) []Row {
+	var out []Row
+	for _, r := range results {
+		e := r.Experiment
+		for _, scope := range e.Scopes() {
+			p := r.Predicted[scope]
+			if p == nil {
+				continue
+			}
+			a := e.MeasuredValues(scope)
+			for _, m := range Metrics {
+				row := Row{Experiment: e.ID, Scope: scope, Metric: m, Predicted: p[m], Actual: math.NaN(), APE: math.NaN()}
+				if v, ok := a[m]; ok {
+					row.Actual = v
+					row.APE = ape(p[m], v)
+				}
+				out = append(out, row)
+			}
+		}
+	}
+	return out
+}
+
+// ape is |predicted − actual| / actual in percent, as the published
+// comparisons compute it (../shared/latency/README.md).
+func ape(pred, actual float64) float64 {
+	return math.Abs(pred-actual) / actual * 100
+}
+
+// MAPE is the mean APE of metric over the summary (whole-run) rows of the
+// runs keep selects (nil: all), and the number of runs it averages.
+func MAPE(rows []Row, metric string, keep func(id string) bool) (float64, int) {
+	var s float64
+	n := 0
+	for _, r := range rows {
+		if r.Scope != "summary" || r.Metric != metric || math.IsNaN(r.APE) || (keep != nil && !keep(r.Experiment)) {
+			continue
+		}
+		s += r.APE
+		n++
+	}
+	if n == 0 {
+		return math.NaN(), 0
+	}
+	return s / float64(n), n
+}
+
+// SimulateAll predicts every experiment with calibration c, workers at a
+// time, and returns the results in the experiments' order. The first
+// error (in that order) is returned once every started simulation ends.
+func SimulateAll(ctx context.Context, exps []*Experiment, c replica.Calibration, o Options, workers int) ([]*Result, error) {
+	res := make([]*Result, len(exps))
+	errs := make([]error, len(exps))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, min(workers, len(exps))) {
+		wg.Go(func() {
+			for i := range jobs {
+				res[i], errs[i] = Simulate(ctx, exps[i], c, o)
+			}
+		})
+	}
+	for i := range exps {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

@@ -1,0 +1,282 @@
+// Package latency checks eppsim's times against measured vLLM runs and
+// fits the step-time model to them: it reads experiment files (the schema
+// of ../shared/latency/experiments.json: a model, a GPU, vLLM's engine
+// arguments, an inference-perf workload and, optionally, the measured
+// latencies), simulates each run on one replica, compares predicted with
+// measured latency (Validate: latency.csv, latency.md, a plot), and fits
+// the calibrated step-time model's coefficients by simulating the runs
+// inside an optimiser (Calibrate). See docs/latency.md.
+//
+// It imports scenario (one simulation per run) and sits beside sweep,
+// which does the same for routing parameters.
+package latency
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/eppsim/eppsim/arch"
+)
+
+// File is an experiments file.
+type File struct {
+	About       json.RawMessage `json:"about,omitempty"`
+	Sources     json.RawMessage `json:"sources,omitempty"`
+	Experiments []Experiment    `json:"experiments"`
+}
+
+// Experiment is one measured (or to-be-predicted) vLLM serving run: a
+// single replica, one GPU type, an inference-perf workload.
+type Experiment struct {
+	ID    string `json:"id"`
+	Model string `json:"model"`
+	// ModelArch is the model's Hugging Face config.json fields; it is read
+	// when Model is not an embedded config (arch.Models).
+	ModelArch json.RawMessage `json:"model_arch,omitempty"`
+	Precision string          `json:"precision,omitempty"`
+	Hardware  string          `json:"hardware"`
+	TP        int             `json:"tp"`
+	DP        *int            `json:"dp"`
+	Engine    Engine          `json:"engine"`
+	Workload  Workload        `json:"workload"`
+	// Measured holds the measured latencies by scope: "summary" (the whole
+	// run) and "stage_0", "stage_1", ... (its load stages).
+	Measured map[string]Measurement `json:"measured,omitempty"`
+	// Predictions holds other simulators' predictions for the run:
+	// source → simulator → scope → metric → value.
+	Predictions map[string]map[string]map[string]map[string]Prediction `json:"predictions,omitempty"`
+	// RegimeFlags marks overloaded runs (TTFT in minutes, failures).
+	RegimeFlags []string `json:"regime_flags,omitempty"`
+}
+
+// Engine is vLLM's engine arguments of a run (vLLM's names).
+type Engine struct {
+	MaxNumSeqs           int     `json:"max_num_seqs"`
+	MaxNumBatchedTokens  int     `json:"max_num_batched_tokens"`
+	MaxModelLen          int     `json:"max_model_len"`
+	BlockSize            int     `json:"block_size"`
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`
+	EnablePrefixCaching  *bool   `json:"enable_prefix_caching"`
+	EnableChunkedPrefill *bool   `json:"enable_chunked_prefill"`
+	CPUKVOffload         *bool   `json:"cpu_kv_offload"`
+	// TotalGPUKVBlocks is the KV-block count vLLM logged, when known.
+	TotalGPUKVBlocks int `json:"total_gpu_kv_blocks"`
+	CPUKVBlocks      int `json:"cpu_kv_blocks"`
+}
+
+// Workload is the load generator's settings (inference-perf).
+type Workload struct {
+	API struct {
+		Type      string `json:"type"`
+		Streaming bool   `json:"streaming"`
+	} `json:"api"`
+	IgnoreEOS bool   `json:"ignore_eos"`
+	Label     string `json:"label"`
+	DataType  string `json:"data_type"`
+	// SharedPrefix is the shared_prefix generator's lengths as requested.
+	// The group counts of the harness that recorded the runs were 10 × 10
+	// whatever was requested (see Experiment.InferencePerfYAML).
+	SharedPrefix struct {
+		SystemPromptLen int `json:"system_prompt_len"`
+		QuestionLen     int `json:"question_len"`
+		OutputLen       int `json:"output_len"`
+		NumGroups       int `json:"num_groups"`
+		PromptsPerGroup int `json:"num_prompts_per_group"`
+	} `json:"shared_prefix_requested"`
+	Stages []Stage `json:"stages"`
+}
+
+// Stage is one load stage: constant rate for a duration.
+type Stage struct {
+	RateRPS   float64 `json:"rate_rps"`
+	DurationS float64 `json:"duration_s"`
+}
+
+// Measurement is one scope's measured latencies (ms).
+type Measurement struct {
+	E2E  Distribution `json:"e2e_ms"`
+	TTFT Distribution `json:"ttft_ms"`
+}
+
+// Distribution holds a latency's mean and percentiles, ms; absent values
+// are NaN after decoding.
+type Distribution struct {
+	Mean, P90, P99 float64
+}
+
+// UnmarshalJSON reads {"mean": ..., "p90": ..., "p99": ..., ...}, other
+// keys ignored.
+func (d *Distribution) UnmarshalJSON(b []byte) error {
+	var m map[string]*float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	get := func(k string) float64 {
+		if v := m[k]; v != nil {
+			return *v
+		}
+		return math.NaN()
+	}
+	d.Mean, d.P90, d.P99 = get("mean"), get("p90"), get("p99")
+	return nil
+}
+
+// Prediction is another simulator's predicted value of one metric.
+type Prediction struct {
+	Predicted float64 `json:"predicted"`
+	Actual    float64 `json:"actual"`
+	MAPE      float64 `json:"mape"`
+}
+
+// Load reads an experiments file.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("experiments: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes an experiments file and checks every experiment; errors
+// name the file, the experiment and the field.
+func Parse(data []byte, name string) (*File, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(f.Experiments) == 0 {
+		return nil, fmt.Errorf("%s: experiments: none", name)
+	}
+	seen := map[string]bool{}
+	for i := range f.Experiments {
+		e := &f.Experiments[i]
+		if err := e.check(); err != nil {
+			return nil, fmt.Errorf("%s: experiments[%d] (%s): %w", name, i, e.ID, err)
+		}
+		if seen[e.ID] {
+			return nil, fmt.Errorf("%s: experiments[%d]: id %q repeated", name, i, e.ID)
+		}
+		seen[e.ID] = true
+	}
+	return &f, nil
+}
+
+func (e *Experiment) check() error {
+	switch {
+	case e.ID == "":
+		return fmt.Errorf("id: required")
+	case e.Model == "" && len(e.ModelArch) == 0:
+		return fmt.Errorf("model: required")
+	case e.Hardware == "":
+		return fmt.Errorf("hardware: required")
+	case e.TP < 1:
+		return fmt.Errorf("tp: must be at least 1, got %d", e.TP)
+	case e.DP != nil && *e.DP > 1:
+		return fmt.Errorf("dp: %d: data-parallel runs are not supported here (one engine per run)", *e.DP)
+	case len(e.Workload.Stages) == 0:
+		return fmt.Errorf("workload.stages: none")
+	case e.Workload.DataType != "" && e.Workload.DataType != "shared_prefix":
+		return fmt.Errorf("workload.data_type: %q: only shared_prefix is supported", e.Workload.DataType)
+	case e.Workload.SharedPrefix.OutputLen < 2:
+		return fmt.Errorf("workload.shared_prefix_requested.output_len: must be at least 2, got %d", e.Workload.SharedPrefix.OutputLen)
+	case e.Workload.SharedPrefix.QuestionLen < 1:
+		return fmt.Errorf("workload.shared_prefix_requested.question_len: must be at least 1")
+	}
+	for i, s := range e.Workload.Stages {
+		if !(s.RateRPS > 0) || !(s.DurationS > 0) {
+			return fmt.Errorf("workload.stages[%d]: rate_rps and duration_s must be positive, got %v and %v", i, s.RateRPS, s.DurationS)
+		}
+	}
+	if _, err := e.ArchModel(); err != nil {
+		return err
+	}
+	if _, err := arch.DefaultGPUs().Lookup(e.Hardware); err != nil {
+		return fmt.Errorf("hardware: %w", err)
+	}
+	return nil
+}
+
+// ArchModel resolves the run's model: the embedded config of its Hugging
+// Face id, or else its model_arch fields.
+func (e *Experiment) ArchModel() (*arch.Model, error) {
+	if m, err := arch.LookupModel(e.Model); err == nil {
+		return m, nil
+	}
+	if len(e.ModelArch) == 0 {
+		return nil, fmt.Errorf("model: %q is not an embedded config and model_arch is missing", e.Model)
+	}
+	m, err := arch.ParseModel(e.ModelArch, e.Model)
+	if err != nil {
+		return nil, fmt.Errorf("model_arch: %w", err)
+	}
+	return m, nil
+}
+
+// Overloaded reports whether the run is flagged as overloaded.
+func (e *Experiment) Overloaded() bool { return len(e.RegimeFlags) > 0 }
+
+// Scopes lists the run's scopes: "summary", then one per stage.
+func (e *Experiment) Scopes() []string {
+	out := []string{"summary"}
+	for i := range e.Workload.Stages {
+		out = append(out, fmt.Sprintf("stage_%d", i))
+	}
+	return out
+}
+
+// HasMeasurement reports whether the run carries measured latencies.
+func (e *Experiment) HasMeasurement() bool {
+	m, ok := e.Measured["summary"]
+	return ok && !math.IsNaN(m.E2E.Mean) && !math.IsNaN(m.TTFT.Mean)
+}
+
+// InferencePerfYAML is the run's workload as an inference-perf config:
+// the shared_prefix generator with the run's lengths, constant-rate
+// stages, the completion or chat API. The group counts are those the
+// recording harness used: every resolved config of the runs in
+// ../shared/latency shows num_groups 10 and num_prompts_per_group 10,
+// whatever the profile requested (its README: "the generator built 10 ×
+// 10 = 100 prompts"); a run that states its own counts keeps them.
+func (e *Experiment) InferencePerfYAML() []byte {
+	w := &e.Workload
+	sp := w.SharedPrefix
+	groups, per := sp.NumGroups, sp.PromptsPerGroup
+	if groups == 0 {
+		groups = 10
+	}
+	if per == 0 {
+		per = 10
+	}
+	api := w.API.Type
+	if api == "" {
+		api = "completion"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "api:\n  type: %s\n  streaming: %t\n", api, w.API.Streaming || w.API.Type == "")
+	fmt.Fprintf(&b, "data:\n  type: shared_prefix\n  shared_prefix:\n    num_groups: %d\n    num_prompts_per_group: %d\n"+
+		"    system_prompt_len: %d\n    question_len: %d\n    output_len: %d\n", groups, per, sp.SystemPromptLen, sp.QuestionLen, sp.OutputLen)
+	b.WriteString("load:\n  type: constant\n  interval: 1.0\n  stages:\n")
+	for _, s := range w.Stages {
+		fmt.Fprintf(&b, "  - rate: %v\n    duration: %v\n", s.RateRPS, s.DurationS)
+	}
+	fmt.Fprintf(&b, "server:\n  type: vllm\n  model_name: %s\n  ignore_eos: %t\n", e.Model, w.IgnoreEOS || w.API.Type == "")
+	return []byte(b.String())
+}
+
+// Models lists the distinct models of the experiments, sorted.
+func (f *File) Models() []string {
+	var out []string
+	for _, e := range f.Experiments {
+		if !slices.Contains(out, e.Model) {
+			out = append(out, e.Model)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,198 @@
+package latency
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/eppsim/eppsim/arch"
+	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/scenario"
+	"github.com/eppsim/eppsim/sim"
+	"github.com/eppsim/eppsim/workload"
+)
+
+// Metrics are the compared latency metrics, in the order of latency.csv.
+// itl_mean is (E2E mean − TTFT mean)/(output_len − 1) with the nominal
+// output length, on both sides, as the published comparisons define it
+// (../shared/latency/README.md "Metric caveats").
+var Metrics = []string{"e2e_mean", "e2e_p90", "e2e_p99", "ttft_mean", "ttft_p90", "ttft_p99", "itl_mean"}
+
+// Values are one scope's metrics (ms), keyed by Metrics' names; a metric
+// without a value is absent.
+type Values map[string]float64
+
+// Result is one run's predicted latencies by scope ("summary", "stage_k").
+type Result struct {
+	Experiment *Experiment
+	Predicted  map[string]Values
+	// Completed counts the completed requests by scope.
+	Completed map[string]int
+}
+
+// Options tune a simulation of experiments.
+type Options struct {
+	// Seed drives the workload's random text and arrival jitter.
+	Seed uint64
+	// StageLimit, when > 0, shortens every stage to at most this many
+	// seconds (at its rate): calibration runs the shortened runs, whose
+	// steady state is that of the full ones when the run is not
+	// overloaded. 0 simulates the runs as recorded.
+	StageLimit int
+}
+
+// Spec builds the scenario of one run: one replica of the run's model on
+// its GPU at its tensor-parallel degree with its engine arguments, the
+// calibration's step-time model, behind a round-robin EPP (one replica:
+// routing plays no part), fed the run's inference-perf workload. The KV
+// capacity is the block count vLLM logged when the run has one (an engine
+// fact, not a prediction), else the one eppsim computes.
+func Spec(e *Experiment, c replica.Calibration, o Options) (*scenario.Spec, error) {
+	m, err := e.ArchModel()
+	if err != nil {
+		return nil, err
+	}
+	g, err := arch.DefaultGPUs().Lookup(e.Hardware)
+	if err != nil {
+		return nil, fmt.Errorf("hardware: %w", err)
+	}
+	p, err := replica.NewPreset(m, g, e.TP)
+	if err != nil {
+		return nil, err
+	}
+	en := e.Engine
+	p.Engine.MaxNumSeqs, p.Engine.MaxNumBatchedTokens = en.MaxNumSeqs, en.MaxNumBatchedTokens
+	p.Engine.MaxModelLen, p.Engine.BlockSize = en.MaxModelLen, en.BlockSize
+	p.Engine.GPUMemoryUtilization = en.GPUMemoryUtilization
+	p.Engine.EnablePrefixCaching = en.EnablePrefixCaching
+	p.Engine.NumGPUBlocksOverride = en.TotalGPUKVBlocks
+	p.StepModel = "calibrated"
+	p = p.WithCalibration(c, c.Name)
+	if _, err := p.EngineConfig(); err != nil {
+		return nil, err
+	}
+	if _, err := p.Model(); err != nil {
+		return nil, err
+	}
+	yml := e.InferencePerfYAML()
+	cfg, err := workload.ParseInferencePerf(yml, e.ID+" (workload)")
+	if err != nil {
+		return nil, err
+	}
+	if o.StageLimit > 0 {
+		for i := range cfg.Load.Stages {
+			cfg.Load.Stages[i].Duration = min(cfg.Load.Stages[i].Duration, o.StageLimit)
+		}
+	}
+	wopts := workload.Options{Seed: int64(o.Seed), Model: e.Model}
+	return &scenario.Spec{
+		Version: "latency", Trace: "inference-perf:" + e.ID, Workload: wopts,
+		Open:  func() (*workload.Stream, error) { return workload.NewInferencePerfSource(cfg, wopts) },
+		Fleet: sim.UniformFleet(1, p),
+		Env:   sim.Options{Seed: o.Seed},
+	}, nil
+}
+
+// Simulate predicts one run's latencies.
+func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Options) (*Result, error) {
+	spec, err := Spec(e, c, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.ID, err)
+	}
+	n := len(e.Workload.Stages)
+	ttft := make([][]float64, n+1) // by stage; [n] the whole run
+	e2e := make([][]float64, n+1)
+	hooks := scenario.Hooks{OnRecord: func(r *sim.Record) {
+		if r.Outcome != sim.Completed || r.Stage < 0 || r.Stage >= n {
+			return
+		}
+		t, d := float64(r.TTFT)/1e6, float64(r.E2E)/1e6
+		ttft[r.Stage], e2e[r.Stage] = append(ttft[r.Stage], t), append(e2e[r.Stage], d)
+		ttft[n], e2e[n] = append(ttft[n], t), append(e2e[n], d)
+	}}
+	if _, err := scenario.RunContext(ctx, spec, scenario.EPP{Name: "single", Source: "round-robin"}, hooks); err != nil {
+		return nil, fmt.Errorf("%s: %w", e.ID, err)
+	}
+	res := &Result{Experiment: e, Predicted: map[string]Values{}, Completed: map[string]int{}}
+	out := float64(e.Workload.SharedPrefix.OutputLen)
+	for i, scope := range e.Scopes() {
+		k := i - 1
+		if i == 0 {
+			k = n
+		}
+		res.Completed[scope] = len(e2e[k])
+		if len(e2e[k]) == 0 {
+			continue
+		}
+		res.Predicted[scope] = metricsOf(ttft[k], e2e[k], out)
+	}
+	return res, nil
+}
+
+// metricsOf computes the metrics of latency samples (ms); out is the
+// nominal output length.
+func metricsOf(ttft, e2e []float64, out float64) Values {
+	slices.Sort(ttft)
+	slices.Sort(e2e)
+	v := Values{
+		"e2e_mean": mean(e2e), "e2e_p90": percentile(e2e, 90), "e2e_p99": percentile(e2e, 99),
+		"ttft_mean": mean(ttft), "ttft_p90": percentile(ttft, 90), "ttft_p99": percentile(ttft, 99),
+	}
+	v["itl_mean"] = (v["e2e_mean"] - v["ttft_mean"]) / (out - 1)
+	return v
+}
+
+// MeasuredValues returns a scope's measured metrics (nil when the run has no
+// measurement for it).
+func (e *Experiment) MeasuredValues(scope string) Values {
+	m, ok := e.Measured[scope]
+	if !ok {
+		return nil
+	}
+	v := Values{}
+	put := func(k string, x float64) {
+		if !math.IsNaN(x) && x > 0 {
+			v[k] = x
+		}
+	}
+	put("e2e_mean", m.E2E.Mean)
+	put("e2e_p90", m.E2E.P90)
+	put("e2e_p99", m.E2E.P99)
+	put("ttft_mean", m.TTFT.Mean)
+	put("ttft_p90", m.TTFT.P90)
+	put("ttft_p99", m.TTFT.P99)
+	if e2e, ok1 := v["e2e_mean"]; ok1 {
+		if t, ok2 := v["ttft_mean"]; ok2 {
+			v["itl_mean"] = (e2e - t) / float64(e.Workload.SharedPrefix.OutputLen-1)
+		}
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// percentile is the p-th percentile of sorted xs with linear
+// interpolation between closest ranks (numpy's default, which
+// inference-perf's reports use).
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 1 {
+		return xs[0]
+	}
+	r := p / 100 * float64(len(xs)-1)
+	lo := int(math.Floor(r))
+	if lo >= len(xs)-1 {
+		return xs[len(xs)-1]
+	}
+	f := r - float64(lo)
+	return xs[lo] + f*(xs[lo+1]-xs[lo])
+}

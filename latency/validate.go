@@ -1,0 +1,393 @@
+package latency
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/eppsim/eppsim/arch"
+	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/report"
+)
+
+// Output files of Validate's report.
+const (
+	CSVFile      = "latency.csv"
+	MarkdownFile = "latency.md"
+	PlotName     = "predicted_vs_actual"
+)
+
+// CSVHeader is latency.csv's header line.
+const CSVHeader = "experiment,scope,metric,predicted,actual,ape_pct"
+
+// HeadlineMetrics are the metrics the report's tables lead with (the
+// issue's targets and the published comparisons' columns).
+var HeadlineMetrics = []string{"e2e_mean", "ttft_mean", "ttft_p99", "itl_mean"}
+
+// OverloadedTTFT is the TTFT mean (ms) from which a prediction counts as
+// overloaded: tens of seconds, as the overloaded runs measure.
+const OverloadedTTFT = 10_000
+
+// Report is the validation of a calibration on the runs of a file.
+type Report struct {
+	Source      string // the experiments file
+	Calibration replica.Calibration
+	Results     []*Result
+	Rows        []Row
+	// LOMO, when set, are leave-one-model-out predictions of the measured
+	// runs (Calibrate); the report shows their MAPE beside the in-sample.
+	LOMO []Row
+}
+
+// Validate simulates every run of f with calibration c.
+func Validate(ctx context.Context, f *File, source string, c replica.Calibration, o Options, workers int) (*Report, error) {
+	exps := make([]*Experiment, len(f.Experiments))
+	for i := range f.Experiments {
+		exps[i] = &f.Experiments[i]
+	}
+	res, err := SimulateAll(ctx, exps, c, o, workers)
+	if err != nil {
+		return nil, err
+	}
+	return &Report{Source: source, Calibration: c, Results: res, Rows: Rows(res)}, nil
+}
+
+// normal reports whether a run counts in the accuracy tables: measured and
+// not overloaded (overloaded runs are checked apart, OverloadedCheck).
+func (r *Report) normal(id string) bool {
+	for _, res := range r.Results {
+		if res.Experiment.ID == id {
+			return res.Experiment.HasMeasurement() && !res.Experiment.Overloaded()
+		}
+	}
+	return false
+}
+
+// MAPEs is eppsim's whole-run MAPE per metric over the measured runs that
+// are not overloaded.
+func (r *Report) MAPEs() map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range Metrics {
+		if v, n := MAPE(r.Rows, m, r.normal); n > 0 {
+			out[m] = v
+		}
+	}
+	return out
+}
+
+// CSV renders latency.csv.
+func (r *Report) CSV() []byte {
+	var b bytes.Buffer
+	b.WriteString(CSVHeader + "\n")
+	num := func(v float64) string {
+		if math.IsNaN(v) {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'f', 4, 64)
+	}
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s\n", csvField(row.Experiment), row.Scope, row.Metric, num(row.Predicted), num(row.Actual), num(row.APE))
+	}
+	return b.Bytes()
+}
+
+func csvField(s string) string {
+	if strings.ContainsAny(s, ",\"\n") {
+		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return s
+}
+
+// simulatorMAPE is another simulator's whole-run MAPE on the runs it
+// predicted, with eppsim's on the same runs.
+type simulatorMAPE struct {
+	name   string
+	runs   int
+	theirs map[string]float64 // metric → MAPE
+	ours   map[string]float64
+}
+
+// otherSimulators gathers the predictions the file carries.
+func (r *Report) otherSimulators() []simulatorMAPE {
+	type acc struct {
+		sum map[string]float64
+		n   map[string]int
+		ids map[string]bool
+	}
+	by := map[string]*acc{}
+	for _, res := range r.Results {
+		e := res.Experiment
+		if e.Overloaded() {
+			continue
+		}
+		for src, sims := range e.Predictions {
+			for sim, scopes := range sims {
+				name := sim + " (" + src + ")"
+				a := by[name]
+				if a == nil {
+					a = &acc{sum: map[string]float64{}, n: map[string]int{}, ids: map[string]bool{}}
+					by[name] = a
+				}
+				for m, p := range scopes["summary"] {
+					if p.MAPE > 0 || p.Predicted > 0 {
+						a.sum[m] += p.MAPE
+						a.n[m]++
+						a.ids[e.ID] = true
+					}
+				}
+			}
+		}
+	}
+	var out []simulatorMAPE
+	for name, a := range by {
+		s := simulatorMAPE{name: name, runs: len(a.ids), theirs: map[string]float64{}, ours: map[string]float64{}}
+		for m, n := range a.n {
+			s.theirs[m] = a.sum[m] / float64(n)
+		}
+		for _, m := range Metrics {
+			if v, n := MAPE(r.Rows, m, func(id string) bool { return a.ids[id] && r.normal(id) }); n > 0 {
+				s.ours[m] = v
+			}
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b simulatorMAPE) int {
+		if a.runs != b.runs {
+			return b.runs - a.runs
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return out
+}
+
+// OverloadedCheck lists each overloaded run's measured and predicted TTFT
+// mean and whether the prediction is overloaded too: at least
+// OverloadedTTFT and within a factor of ten of the measurement.
+func (r *Report) OverloadedCheck() []OverloadedRun {
+	var out []OverloadedRun
+	for _, res := range r.Results {
+		e := res.Experiment
+		if !e.Overloaded() {
+			continue
+		}
+		o := OverloadedRun{ID: e.ID, Measured: math.NaN(), Predicted: math.NaN()}
+		if a := e.MeasuredValues("summary"); a != nil {
+			o.Measured = a["ttft_mean"]
+		}
+		if p := res.Predicted["summary"]; p != nil {
+			o.Predicted = p["ttft_mean"]
+		}
+		o.OK = o.Predicted >= OverloadedTTFT && (math.IsNaN(o.Measured) || (o.Predicted/o.Measured <= 10 && o.Measured/o.Predicted <= 10))
+		out = append(out, o)
+	}
+	return out
+}
+
+// OverloadedRun is one overloaded run's TTFT mean, measured and predicted
+// (ms).
+type OverloadedRun struct {
+	ID                  string
+	Measured, Predicted float64
+	OK                  bool
+}
+
+// gpuOf is a run's GPU as the catalogue names it.
+func gpuOf(e *Experiment) string {
+	if g, err := arch.DefaultGPUs().Lookup(e.Hardware); err == nil {
+		return g.Name
+	}
+	return e.Hardware
+}
+
+// Markdown renders latency.md.
+func (r *Report) Markdown() []byte {
+	var b bytes.Buffer
+	pct := func(v float64, ok bool) string {
+		if !ok || math.IsNaN(v) {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f%%", v)
+	}
+	fmt.Fprintf(&b, "# eppsim latency validation\n\n")
+	fmt.Fprintf(&b, "Runs: `%s` (%d runs). Calibration: `%s`", r.Source, len(r.Results), r.Calibration.ID())
+	if r.Calibration.FittedOn != "" {
+		fmt.Fprintf(&b, " (fitted on %s)", r.Calibration.FittedOn)
+	}
+	b.WriteString(".\n\nMAPE is the mean of |predicted − actual| / actual over whole runs (the published comparisons' definition); " +
+		"itl_mean is (E2E mean − TTFT mean) / (output_len − 1) on both sides. Overloaded runs are checked apart (below). " +
+		"Metrics are defined in docs/latency.md.\n\n")
+
+	b.WriteString("## eppsim, whole-run MAPE\n\n| runs | n |")
+	for _, m := range Metrics {
+		fmt.Fprintf(&b, " %s |", m)
+	}
+	b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(Metrics)) + "\n")
+	row := func(label string, rows []Row, keep func(string) bool) {
+		n := 0
+		cells := ""
+		for _, m := range Metrics {
+			v, k := MAPE(rows, m, keep)
+			n = max(n, k)
+			cells += " " + pct(v, k > 0) + " |"
+		}
+		if n > 0 {
+			fmt.Fprintf(&b, "| %s | %d |%s\n", label, n, cells)
+		}
+	}
+	row("all measured runs, in sample", r.Rows, r.normal)
+	if r.LOMO != nil {
+		row("leave one model out", r.LOMO, nil)
+	}
+	var gpus []string
+	for _, res := range r.Results {
+		if g := gpuOf(res.Experiment); !slices.Contains(gpus, g) {
+			gpus = append(gpus, g)
+		}
+	}
+	slices.Sort(gpus)
+	for _, g := range gpus {
+		row("GPU "+g, r.Rows, func(id string) bool {
+			return r.normal(id) && slices.ContainsFunc(r.Results, func(res *Result) bool { return res.Experiment.ID == id && gpuOf(res.Experiment) == g })
+		})
+	}
+
+	if others := r.otherSimulators(); len(others) > 0 {
+		b.WriteString("\n## Beside other simulators\n\nEach simulator's published whole-run MAPE on the runs it predicted, and eppsim's on the same runs " +
+			"(their APEs as the file states them; some were computed on a prefix of the run).\n\n| simulator | runs |")
+		for _, m := range HeadlineMetrics {
+			fmt.Fprintf(&b, " %s theirs | eppsim |", m)
+		}
+		b.WriteString("\n|---|---:|" + strings.Repeat("---:|---:|", len(HeadlineMetrics)) + "\n")
+		for _, s := range others {
+			fmt.Fprintf(&b, "| %s | %d |", s.name, s.runs)
+			for _, m := range HeadlineMetrics {
+				t, tok := s.theirs[m]
+				o, ook := s.ours[m]
+				fmt.Fprintf(&b, " %s | %s |", pct(t, tok), pct(o, ook))
+			}
+			b.WriteString("\n")
+		}
+	}
+
+	if ov := r.OverloadedCheck(); len(ov) > 0 {
+		b.WriteString("\n## Overloaded runs\n\nPredicted as overloaded when the TTFT mean is at least 10 s and within 10× of the measurement.\n\n" +
+			"| run | TTFT mean measured (s) | predicted (s) | predicted overloaded |\n|---|---:|---:|---|\n")
+		for _, o := range ov {
+			verdict := "yes"
+			if !o.OK {
+				verdict = "**no**"
+			}
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s |\n", o.ID, o.Measured/1000, o.Predicted/1000, verdict)
+		}
+	}
+
+	b.WriteString("\n## Every run (whole run)\n\n| run | GPU | TP |")
+	for _, m := range HeadlineMetrics {
+		fmt.Fprintf(&b, " %s predicted / actual (APE) |", m)
+	}
+	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(HeadlineMetrics)) + "\n")
+	for _, res := range r.Results {
+		e := res.Experiment
+		fmt.Fprintf(&b, "| %s%s | %s | %d |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], gpuOf(e), e.TP)
+		p, a := res.Predicted["summary"], e.MeasuredValues("summary")
+		for _, m := range HeadlineMetrics {
+			av, ok := a[m]
+			if !ok {
+				fmt.Fprintf(&b, " %s / – |", fmtMS(p[m]))
+				continue
+			}
+			fmt.Fprintf(&b, " %s / %s (%.1f%%) |", fmtMS(p[m]), fmtMS(av), ape(p[m], av))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "\nFiles: `%s` (every scope and metric), `%s.svg`, `%s.png`.\n", CSVFile, PlotName, PlotName)
+	return b.Bytes()
+}
+
+// fmtMS prints milliseconds with three significant digits.
+func fmtMS(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// WriteDir writes latency.csv, latency.md and the predicted-vs-actual plot
+// into dir (created if needed), each through a temporary file renamed into
+// place.
+func (r *Report) WriteDir(dir string, dpi int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{CSVFile, r.CSV()}, {MarkdownFile, r.Markdown()}} {
+		if err := report.WriteFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+			return err
+		}
+	}
+	return report.SavePlot(dir, PlotName, 7*vg.Inch, 6*vg.Inch, dpi, r.drawPlot)
+}
+
+
+// drawPlot is predicted against actual on log axes, one series per
+// headline metric (whole runs), with the identity line.
+func (r *Report) drawPlot(c draw.Canvas) {
+	p := plot.New()
+	p.Title.Text = "eppsim predicted vs measured latency (whole runs, ms)"
+	p.X.Label.Text = "measured (ms)"
+	p.Y.Label.Text = "predicted (ms)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	colors := []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{214, 39, 40, 255}, color.RGBA{44, 160, 44, 255}, color.RGBA{148, 103, 189, 255}}
+	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.TriangleGlyph{}, draw.SquareGlyph{}, draw.CrossGlyph{}}
+	for i, m := range HeadlineMetrics {
+		var pts plotter.XYs
+		for _, row := range r.Rows {
+			if row.Scope != "summary" || row.Metric != m || math.IsNaN(row.Actual) || !(row.Predicted > 0) {
+				continue
+			}
+			pts = append(pts, plotter.XY{X: row.Actual, Y: row.Predicted})
+			lo = min(lo, row.Actual, row.Predicted)
+			hi = max(hi, row.Actual, row.Predicted)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			continue
+		}
+		s.GlyphStyle.Color, s.GlyphStyle.Shape, s.GlyphStyle.Radius = colors[i], shapes[i], vg.Points(3)
+		p.Add(s)
+		p.Legend.Add(m, s)
+	}
+	if hi > lo {
+		lo, hi = lo/1.5, hi*1.5
+		id, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
+		if err == nil {
+			id.LineStyle.Color = color.Gray{150}
+			id.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(id)
+			p.Legend.Add("predicted = measured", id)
+		}
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	p.Draw(c)
+}

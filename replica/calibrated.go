@@ -1,0 +1,296 @@
+package replica
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/eppsim/eppsim/arch"
+	"github.com/eppsim/eppsim/internal/suggest"
+)
+
+// Coefficients are the fitted constants of the calibrated step-time model
+// (CalibratedModel; docs/latency.md "The step-time model"). Every term of
+// the model is a datasheet quantity of the model and GPU (bytes, FLOPs,
+// bandwidths) divided by one of these efficiencies, or one of these
+// overheads; none depends on a particular model or GPU, so a calibration
+// carries to models and GPUs it was not fitted on.
+type Coefficients struct {
+	// StepUs is the fixed cost of one engine step (scheduling, input
+	// preparation, sampling, the launch of the forward pass), µs.
+	StepUs float64 `json:"step_us"`
+	// LayerUs is the per-layer cost of a step that no byte or FLOP
+	// explains (kernel launches and small kernels: norms, rotary,
+	// activation), µs per layer.
+	LayerUs float64 `json:"layer_us"`
+	// SeqUs is the cost per scheduled sequence (its input rows, sampling
+	// and output handling), µs.
+	SeqUs float64 `json:"seq_us"`
+	// EtaWeights is the fraction of the GPU's memory bandwidth that
+	// streaming the weights achieves; EtaKV that of reading the KV cache.
+	EtaWeights float64 `json:"eta_weights"`
+	EtaKV      float64 `json:"eta_kv"`
+	// MFU is the fraction of the datasheet tensor peak that the matrix
+	// multiplies and attention achieve when compute-bound.
+	MFU float64 `json:"mfu"`
+	// AllReduceUs is the latency of one tensor-parallel all-reduce (two per
+	// layer), µs; EtaLink the fraction of the GPU-to-GPU bandwidth its
+	// payload achieves.
+	AllReduceUs float64 `json:"all_reduce_us"`
+	EtaLink     float64 `json:"eta_link"`
+	// IngestUs is the time between a request reaching the server and its
+	// first token reaching the client that the engine does not spend
+	// (HTTP, tokenisation, the hand-off to the engine, detokenising and
+	// streaming the first token), µs: added to TTFT and E2E, never to a
+	// step. PerOutputTokenUs is added to E2E per output token likewise.
+	IngestUs         float64 `json:"ingest_us"`
+	PerOutputTokenUs float64 `json:"per_output_token_us"`
+}
+
+// CoefficientNames lists the coefficients in the order of Vector.
+var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
+	"all_reduce_us", "eta_link", "ingest_us", "per_output_token_us"}
+
+// Vector returns the coefficients in CoefficientNames order.
+func (c Coefficients) Vector() []float64 {
+	return []float64{c.StepUs, c.LayerUs, c.SeqUs, c.EtaWeights, c.EtaKV, c.MFU,
+		c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs}
+}
+
+// CoefficientsFromVector is the inverse of Vector.
+func CoefficientsFromVector(v []float64) Coefficients {
+	return Coefficients{StepUs: v[0], LayerUs: v[1], SeqUs: v[2], EtaWeights: v[3], EtaKV: v[4], MFU: v[5],
+		AllReduceUs: v[6], EtaLink: v[7], IngestUs: v[8], PerOutputTokenUs: v[9]}
+}
+
+// Validate checks that every coefficient is physically meaningful: the
+// overheads are finite and not negative, the efficiencies in (0, 1].
+func (c Coefficients) Validate() error {
+	for i, v := range c.Vector() {
+		name := CoefficientNames[i]
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			return fmt.Errorf("%s: %v is not a number", name, v)
+		case strings.HasPrefix(name, "eta_") || name == "mfu":
+			if v <= 0 || v > 1 {
+				return fmt.Errorf("%s: %v must be in (0, 1] (a fraction of a datasheet peak)", name, v)
+			}
+		case v < 0:
+			return fmt.Errorf("%s: %v must not be negative", name, v)
+		}
+	}
+	return nil
+}
+
+// Calibration is a named, documented set of coefficients: what `eppsim
+// calibrate` writes and `--calibration` reads.
+type Calibration struct {
+	// Name labels the calibration in summaries.
+	Name string `json:"name"`
+	// FittedOn says what it was fitted on (runs, file, objective); Notes
+	// anything else a reader should know.
+	FittedOn string `json:"fitted_on,omitempty"`
+	Notes    string `json:"notes,omitempty"`
+	// EppsimVersion is the eppsim that fitted it.
+	EppsimVersion string       `json:"eppsim_version,omitempty"`
+	Coefficients  Coefficients `json:"coefficients"`
+	// Fit reports how well it fits, per metric (MAPE %, in-sample and
+	// leave-one-model-out), as calibrate measured it.
+	Fit map[string]float64 `json:"fit,omitempty"`
+}
+
+// defaultCalibrationYAML is the calibration that ships: fitted by `eppsim
+// calibrate` on ../shared/latency/experiments.json (docs/latency.md).
+//
+//go:embed calibrations/default.yaml
+var defaultCalibrationYAML []byte
+
+// DefaultCalibration returns the shipped calibration.
+func DefaultCalibration() Calibration {
+	c, err := ParseCalibration(defaultCalibrationYAML, "calibrations/default.yaml")
+	if err != nil {
+		panic(err) // embedded and tested: a failure is a build error
+	}
+	return c
+}
+
+// ParseCalibration decodes a calibration file strictly; errors name the
+// file and the field.
+func ParseCalibration(data []byte, file string) (Calibration, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("%s: %w", file, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	var c Calibration
+	if err := dec.Decode(&c); err != nil {
+		return Calibration{}, fmt.Errorf("%s: %w", file, suggest.UnknownField(err, c, nil))
+	}
+	if c.Name == "" {
+		return Calibration{}, fmt.Errorf("%s: name: required", file)
+	}
+	if err := c.Coefficients.Validate(); err != nil {
+		return Calibration{}, fmt.Errorf("%s: coefficients.%w", file, err)
+	}
+	return c, nil
+}
+
+// LoadCalibration reads a calibration file.
+func LoadCalibration(path string) (Calibration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("calibration: %w", err)
+	}
+	return ParseCalibration(data, path)
+}
+
+// MarshalYAML renders the calibration as a commented YAML file.
+func (c Calibration) MarshalYAML() ([]byte, error) {
+	js, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		return nil, err
+	}
+	head := "# eppsim step-time calibration (docs/latency.md). Read by `eppsim run --calibration FILE`\n" +
+		"# and by the calibration key of preset and fleet files; written by `eppsim calibrate`.\n"
+	return append([]byte(head), y...), nil
+}
+
+// ID identifies the coefficients (name and a hash of their values), as
+// summaries record it.
+func (c Calibration) ID() string {
+	js, _ := json.Marshal(c.Coefficients)
+	sum := sha256.Sum256(js)
+	return c.Name + "@" + hex.EncodeToString(sum[:4])
+}
+
+// CalibratedModel is eppsim's default step-time model (docs/latency.md):
+// per engine step,
+//
+//	t = step_us + layer_us·L + seq_us·B
+//	  + max(W/(BW·η_w),  F_lin/(P·mfu))      linear layers: weights streamed, or compute
+//	  + max(K/(BW·η_kv), F_attn/(P·mfu))     attention: KV cache streamed, or compute
+//	  + [TP > 1] 2L·(all_reduce_us + N·d·2 B·2(TP−1)/TP / (link·η_link))
+//
+// per GPU of a tensor-parallel group, with L layers, B scheduled
+// sequences, N new tokens, BW the memory bandwidth, P the dense tensor
+// peak for the weights' type and link the GPU-to-GPU bandwidth (arch's
+// catalogue). W is the weight bytes the step reads: every dense weight,
+// and of each MoE layer the experts its N tokens reach, E·(1−(1−k/E)^N) of
+// E routed experts with top-k routing (tokens routed independently). K is
+// the KV bytes of every scheduled sequence's context and new tokens
+// (cached prefix included). F_lin is 2·(active linear parameters) per new
+// token plus the lm_head for each sampled token; F_attn is
+// AttentionFLOPsPerPair per (query, context) pair, causal within a chunk
+// (vllm-engine.md B.1). The linear layers and attention are separate
+// kernels, so their times add; within each, streaming and compute overlap
+// (a roofline). The coefficients (Coefficients) are fitted on measured
+// runs by `eppsim calibrate`.
+type CalibratedModel struct {
+	co Coefficients
+	// Per replica, per GPU.
+	layers, hidden, tp    float64
+	denseBytes            float64 // every weight read each step but the routed experts
+	expertBytes           float64 // one routed expert of one MoE layer
+	moeLayers, experts, k float64
+	kvPerToken            float64
+	linFlops, lmFlops     float64 // per new token, per sampled token
+	attnFlops             float64 // per (query, context) pair
+	bw, peak, link        float64 // bytes/s, FLOP/s, bytes/s
+}
+
+// NewCalibratedModel binds coefficients to model m on tensor-parallel GPUs
+// g with kvElem bytes per cached K or V element.
+func NewCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, kvElem int) (*CalibratedModel, error) {
+	if err := co.Validate(); err != nil {
+		return nil, fmt.Errorf("calibration: %w", err)
+	}
+	if g.MemoryBandwidthTBps <= 0 {
+		return nil, fmt.Errorf("gpu %s: memory_bandwidth_tbps must be positive", g.Name)
+	}
+	fp8 := m.Quant.Float && m.Quant.WeightBits == 8
+	if g.TFLOPS(fp8) <= 0 {
+		return nil, fmt.Errorf("gpu %s: no tensor peak for the model's weights", g.Name)
+	}
+	t := float64(max(tp, 1))
+	p := m.Params()
+	c := &CalibratedModel{co: co, layers: float64(m.Layers), hidden: float64(m.Hidden), tp: t,
+		kvPerToken: float64(m.KVBytesPerToken(kvElem, tp)),
+		linFlops:   2 * float64(m.LinearParams()) / t,
+		lmFlops:    2 * float64(m.Hidden) * float64(m.Vocab) / t,
+		attnFlops:  m.AttentionFLOPsPerPair() / t,
+		bw:         g.MemoryBandwidthTBps * 1e12,
+		peak:       g.TFLOPS(fp8) * 1e12,
+		link:       g.InterconnectGBps * 1e9,
+	}
+	all := (m.LinearWeightBytes() + m.LMHeadBytes()) / t
+	if e := m.MoE; e != nil && e.Experts > 0 {
+		routed := float64(p.RoutedExperts) * weightWidth(m) / t
+		c.moeLayers, c.experts, c.k = float64(e.Layers), float64(e.Experts), float64(e.ExpertsPerToken)
+		c.expertBytes = routed / (c.moeLayers * c.experts)
+		c.denseBytes = all - routed
+	} else {
+		c.denseBytes = all
+	}
+	if tp > 1 && c.link <= 0 {
+		return nil, fmt.Errorf("gpu %s: interconnect_gbps must be positive for tensor parallelism", g.Name)
+	}
+	return c, nil
+}
+
+// weightWidth is the bytes per linear weight of m's transformer blocks.
+func weightWidth(m *arch.Model) float64 {
+	if m.Quant.WeightBits > 0 {
+		return float64(m.Quant.WeightBits) / 8
+	}
+	return float64(m.Dtype.ServingBytes())
+}
+
+// StepTime implements StepModel.
+func (c *CalibratedModel) StepTime(batch []BatchEntry) int64 {
+	if len(batch) == 0 {
+		return 0
+	}
+	var n, kv, pairs float64
+	for _, e := range batch {
+		nn, ctx := float64(e.NewTokens), float64(e.Context)
+		n += nn
+		kv += ctx + nn
+		pairs += nn * (ctx + (nn+1)/2)
+	}
+	return int64(c.seconds(float64(len(batch)), n, kv, pairs)*1e9 + 0.5)
+}
+
+// seconds is the step time of B sequences with n new tokens, kv KV tokens
+// read and pairs attention pairs.
+func (c *CalibratedModel) seconds(b, n, kv, pairs float64) float64 {
+	co := &c.co
+	w := c.denseBytes
+	if c.experts > 0 {
+		// Expected distinct experts that n independently routed tokens
+		// reach in one layer (each picks k of E).
+		reached := c.experts * (1 - math.Pow(1-c.k/c.experts, n))
+		w += c.moeLayers * reached * c.expertBytes
+	}
+	flops := c.peak * co.MFU
+	lin := max(w/(c.bw*co.EtaWeights), (n*c.linFlops+b*c.lmFlops)/flops)
+	attn := max(c.kvPerToken*kv/(c.bw*co.EtaKV), pairs*c.attnFlops/flops)
+	sec := (co.StepUs+co.LayerUs*c.layers+co.SeqUs*b)*1e-6 + lin + attn
+	if c.tp > 1 {
+		payload := n * c.hidden * 2 * 2 * (c.tp - 1) / c.tp
+		sec += 2 * c.layers * (co.AllReduceUs*1e-6 + payload/(c.link*co.EtaLink))
+	}
+	return sec
+}
