@@ -193,7 +193,7 @@ validation report of the result (validate latency's files, with the leave-one-mo
 
 Validating the written calibration on the same file reproduces the fit it reports.`,
 		Example: `  eppsim calibrate ../shared/latency/experiments.json --out calibration.yaml --report out/calibration
-  eppsim run --calibration calibration.yaml --trace my-trace.jsonl`,
+  eppsim run --calibration calibration.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return calibrateMain(cmd, f, args[0])
