@@ -49,6 +49,8 @@ type specFlags struct {
 	sampleEvery time.Duration
 	checkInvar  bool
 	iperf       iperfFlags
+	calibration string
+	asyncSched  bool
 
 	flags *pflag.FlagSet // to tell flags given from defaults
 }
@@ -79,6 +81,8 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "")
 	_ = fl.MarkDeprecated("max-batched-tokens", "use --max-num-batched-tokens (vLLM's name)")
 	fl.IntVar(&f.blockSize, "block-size", 0, "vLLM's --block-size (KV block size in tokens) on every replica (the computed KV capacity follows)")
+	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
+	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
 	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
 	fl.IntVar(&f.maxRequests, "max-requests", 0, "stop after this many requests (0 = all)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop injecting requests after this much simulated time (0 = all)")
@@ -228,8 +232,22 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 	if f.gpuMemUtil < 0 || f.gpuMemUtil > 1 {
 		return nil, fmt.Errorf("--gpu-memory-utilization must be in (0, 1], got %g", f.gpuMemUtil)
 	}
+	if f.calibration != "" {
+		c, err := replica.LoadCalibration(f.calibration)
+		if err != nil {
+			return nil, fmt.Errorf("--calibration: %w", err)
+		}
+		for i := range fleet {
+			fleet[i].Preset = fleet[i].Preset.WithCalibration(c, f.calibration)
+			fleet[i].Preset.StepModel = "calibrated"
+		}
+	}
 	for i := range fleet {
 		e := &fleet[i].Preset.Engine
+		if f.given("async-scheduling") {
+			v := f.asyncSched
+			e.AsyncScheduling = &v
+		}
 		if f.kvBlocks > 0 {
 			e.NumGPUBlocksOverride = f.kvBlocks
 		}
