@@ -26,7 +26,7 @@ var FitMetrics = Metrics
 // their prefills are almost all prefix-cache hits — mfu and eta_link only
 // matter for compute-heavy steps, so they stay at their documented priors
 // (docs/latency.md) unless a user's runs include such steps.
-var DefaultFree = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "all_reduce_us", "ingest_us"}
+var DefaultFree = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu", "roofline_exponent", "all_reduce_us", "ingest_us"}
 
 // CalibrateOptions configure Calibrate.
 type CalibrateOptions struct {
@@ -211,18 +211,25 @@ func isEfficiency(i int) bool {
 }
 
 // toFree maps a coefficient to the search space: logit for efficiencies,
-// log for overheads (a floor of 1e-3 µs keeps zero finite).
+// log(p − 1) for the roofline exponent, log for overheads (a floor of
+// 1e-3 µs keeps zero finite).
 func toFree(i int, v float64) float64 {
-	if isEfficiency(i) {
+	switch {
+	case isEfficiency(i):
 		v = min(max(v, 1e-6), 1-1e-6)
 		return math.Log(v / (1 - v))
+	case replica.CoefficientNames[i] == "roofline_exponent":
+		return math.Log(max(v-1, 1e-3))
 	}
 	return math.Log(max(v, 1e-3))
 }
 
 func fromFree(i int, x float64) float64 {
-	if isEfficiency(i) {
+	switch {
+	case isEfficiency(i):
 		return 1 / (1 + math.Exp(-x))
+	case replica.CoefficientNames[i] == "roofline_exponent":
+		return 1 + math.Exp(x)
 	}
 	return math.Exp(x)
 }

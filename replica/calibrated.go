@@ -41,9 +41,15 @@ type Coefficients struct {
 	// MFU is the fraction of the datasheet tensor peak that the matrix
 	// multiplies and attention achieve when compute-bound.
 	MFU float64 `json:"mfu"`
-	// AllReduceUs is the latency of one tensor-parallel all-reduce (two per
-	// layer), µs; EtaLink the fraction of the GPU-to-GPU bandwidth its
-	// payload achieves.
+	// RooflineExponent p blends streaming and compute time as
+	// (mem^p + cmp^p)^(1/p): large p is the sharp roofline max(mem, cmp),
+	// p = 1 their sum. Real kernels fall short of the roofline where the
+	// two are close (matrix multiplies of a few hundred rows); p ≥ 1.
+	RooflineExponent float64 `json:"roofline_exponent"`
+	// AllReduceUs is the latency of a tensor-parallel all-reduce (two per
+	// layer) per rank beyond the first, µs — a ring of TP ranks passes
+	// its chunks TP−1 times; EtaLink the fraction of the GPU-to-GPU
+	// bandwidth its payload achieves.
 	AllReduceUs float64 `json:"all_reduce_us"`
 	EtaLink     float64 `json:"eta_link"`
 	// IngestUs is the time between a request reaching the server and its
@@ -57,18 +63,18 @@ type Coefficients struct {
 
 // CoefficientNames lists the coefficients in the order of Vector.
 var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
-	"all_reduce_us", "eta_link", "ingest_us", "per_output_token_us"}
+	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us"}
 
 // Vector returns the coefficients in CoefficientNames order.
 func (c Coefficients) Vector() []float64 {
 	return []float64{c.StepUs, c.LayerUs, c.SeqUs, c.EtaWeights, c.EtaKV, c.MFU,
-		c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs}
+		c.RooflineExponent, c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs}
 }
 
 // CoefficientsFromVector is the inverse of Vector.
 func CoefficientsFromVector(v []float64) Coefficients {
 	return Coefficients{StepUs: v[0], LayerUs: v[1], SeqUs: v[2], EtaWeights: v[3], EtaKV: v[4], MFU: v[5],
-		AllReduceUs: v[6], EtaLink: v[7], IngestUs: v[8], PerOutputTokenUs: v[9]}
+		RooflineExponent: v[6], AllReduceUs: v[7], EtaLink: v[8], IngestUs: v[9], PerOutputTokenUs: v[10]}
 }
 
 // Validate checks that every coefficient is physically meaningful: the
@@ -82,6 +88,10 @@ func (c Coefficients) Validate() error {
 		case strings.HasPrefix(name, "eta_") || name == "mfu":
 			if v <= 0 || v > 1 {
 				return fmt.Errorf("%s: %v must be in (0, 1] (a fraction of a datasheet peak)", name, v)
+			}
+		case name == "roofline_exponent":
+			if v < 1 {
+				return fmt.Errorf("%s: %v must be at least 1", name, v)
 			}
 		case v < 0:
 			return fmt.Errorf("%s: %v must not be negative", name, v)
@@ -180,9 +190,12 @@ func (c Calibration) ID() string {
 // per engine step,
 //
 //	t = step_us + layer_us·L + seq_us·B
-//	  + max(W/(BW·η_w),  F_lin/(P·mfu))      linear layers: weights streamed, or compute
-//	  + max(K/(BW·η_kv), F_attn/(P·mfu))     attention: KV cache streamed, or compute
-//	  + [TP > 1] 2L·(all_reduce_us + N·d·2 B·2(TP−1)/TP / (link·η_link))
+//	  + R(W/(BW·η_w),  F_lin/(P·mfu))        linear layers: weights streamed, compute
+//	  + R(K/(BW·η_kv), F_attn/(P·mfu))       attention: KV cache streamed, compute
+//	  + [TP > 1] 2L·(all_reduce_us·(TP−1) + N·d·2 B·2(TP−1)/TP / (link·η_link))
+//
+// where R(m, c) = (m^p + c^p)^(1/p) with p = roofline_exponent (a smooth
+// roofline: max(m, c) for large p)
 //
 // per GPU of a tensor-parallel group, with L layers, B scheduled
 // sequences, N new tokens, BW the memory bandwidth, P the dense tensor
@@ -196,8 +209,8 @@ func (c Calibration) ID() string {
 // AttentionFLOPsPerPair per (query, context) pair, causal within a chunk
 // (vllm-engine.md B.1). The linear layers and attention are separate
 // kernels, so their times add; within each, streaming and compute overlap
-// (a roofline). The coefficients (Coefficients) are fitted on measured
-// runs by `eppsim calibrate`.
+// (a roofline, smoothed where they are close). The coefficients
+// (Coefficients) are fitted on measured runs by `eppsim calibrate`.
 type CalibratedModel struct {
 	co Coefficients
 	// Per replica, per GPU.
@@ -285,12 +298,22 @@ func (c *CalibratedModel) seconds(b, n, kv, pairs float64) float64 {
 		w += c.moeLayers * reached * c.expertBytes
 	}
 	flops := c.peak * co.MFU
-	lin := max(w/(c.bw*co.EtaWeights), (n*c.linFlops+b*c.lmFlops)/flops)
-	attn := max(c.kvPerToken*kv/(c.bw*co.EtaKV), pairs*c.attnFlops/flops)
+	lin := blend(w/(c.bw*co.EtaWeights), (n*c.linFlops+b*c.lmFlops)/flops, co.RooflineExponent)
+	attn := blend(c.kvPerToken*kv/(c.bw*co.EtaKV), pairs*c.attnFlops/flops, co.RooflineExponent)
 	sec := (co.StepUs+co.LayerUs*c.layers+co.SeqUs*b)*1e-6 + lin + attn
 	if c.tp > 1 {
 		payload := n * c.hidden * 2 * 2 * (c.tp - 1) / c.tp
-		sec += 2 * c.layers * (co.AllReduceUs*1e-6 + payload/(c.link*co.EtaLink))
+		sec += 2 * c.layers * (co.AllReduceUs*1e-6*(c.tp-1) + payload/(c.link*co.EtaLink))
 	}
 	return sec
+}
+
+// blend is (a^p + b^p)^(1/p), computed stably: the larger times
+// (1 + (smaller/larger)^p)^(1/p).
+func blend(a, b, p float64) float64 {
+	hi, lo := max(a, b), min(a, b)
+	if hi == 0 {
+		return 0
+	}
+	return hi * math.Pow(1+math.Pow(lo/hi, p), 1/p)
 }

@@ -1,0 +1,202 @@
+package latency
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/eppsim/eppsim/replica"
+)
+
+// sharedExperiments is the measured runs of the project's shared folder.
+const sharedExperiments = "../../shared/latency/experiments.json"
+
+// miniFile is a small experiments file: one short measured run, one
+// without a measurement.
+const miniFile = `{"experiments": [
+ {"id": "qwen-short", "model": "Qwen/Qwen2.5-7B-Instruct", "hardware": "H100-80GB-HBM3 (SXM)", "tp": 1,
+  "engine": {"max_num_seqs": 128, "max_num_batched_tokens": 2048, "max_model_len": 4096, "block_size": 16},
+  "workload": {"api": {"type": "completion", "streaming": true}, "ignore_eos": true, "data_type": "shared_prefix",
+   "shared_prefix_requested": {"system_prompt_len": 100, "question_len": 400, "output_len": 60},
+   "stages": [{"rate_rps": 4, "duration_s": 20}, {"rate_rps": 8, "duration_s": 20}]},
+  "measured": {"summary": {"e2e_ms": {"mean": 500, "p90": 550, "p99": 600}, "ttft_ms": {"mean": 25, "p90": 30, "p99": 40}},
+               "stage_0": {"e2e_ms": {"mean": 480}, "ttft_ms": {"mean": 24}}}},
+ {"id": "llama-unmeasured", "model": "meta-llama/Llama-3.1-8B-Instruct", "hardware": "L40S", "tp": 1,
+  "engine": {"max_num_seqs": 64, "max_num_batched_tokens": 2048, "max_model_len": 4096},
+  "workload": {"shared_prefix_requested": {"system_prompt_len": 50, "question_len": 200, "output_len": 30},
+   "stages": [{"rate_rps": 2, "duration_s": 10}]}}
+]}`
+
+func TestPercentileAndMetrics(t *testing.T) {
+	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	// numpy.percentile(range(1, 11), [50, 90, 99]) = 5.5, 9.1, 9.91
+	for p, want := range map[float64]float64{50: 5.5, 90: 9.1, 99: 9.91, 100: 10, 0: 1} {
+		if got := percentile(xs, p); math.Abs(got-want) > 1e-12 {
+			t.Errorf("p%v = %v, want %v", p, got, want)
+		}
+	}
+	v := metricsOf([]float64{20, 30}, []float64{1000, 1200}, 101)
+	if v["ttft_mean"] != 25 || v["e2e_mean"] != 1100 || math.Abs(v["itl_mean"]-(1100-25)/100.0) > 1e-12 {
+		t.Errorf("metrics %v", v)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"experiments": []}`, "x.json: experiments: none"},
+		{`{"experiments": [{"id": "a"}]}`, "experiments[0] (a): model: required"},
+		{`{"experiments": [{"id": "a", "model": "meta-llama/Llama-3.1-8B-Instruct", "hardware": "TPU", "tp": 1,
+			"workload": {"shared_prefix_requested": {"question_len": 5, "output_len": 5}, "stages": [{"rate_rps": 1, "duration_s": 1}]}}]}`, "hardware: "},
+		{`{"experiments": [{"id": "a", "model": "meta-llama/Llama-3.1-8B-Instruct", "hardware": "H100", "tp": 0}]}`, "tp: must be at least 1"},
+		{`{"experiments": [{"id": "a", "model": "meta-llama/Llama-3.1-8B-Instruct", "hardware": "H100", "tp": 1,
+			"workload": {"shared_prefix_requested": {"question_len": 5, "output_len": 5}, "stages": [{"rate_rps": 0, "duration_s": 1}]}}]}`, "workload.stages[0]: rate_rps and duration_s must be positive"},
+		{`{"experiments": [{"id": "a", "model": "nope/nope", "hardware": "H100", "tp": 1,
+			"workload": {"shared_prefix_requested": {"question_len": 5, "output_len": 5}, "stages": [{"rate_rps": 1, "duration_s": 1}]}}]}`, "model: \"nope/nope\" is not an embedded config"},
+		{`{"experiments": [`, "x.json: "},
+	} {
+		_, err := Parse([]byte(tc.doc), "x.json")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.60s: error %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}
+
+// TestValidateMiniFile simulates a small file end to end and checks the
+// report's structure: every scope and metric in the CSV, empty actual
+// cells without a measurement, the APE arithmetic, the Markdown tables.
+func TestValidateMiniFile(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Validate(context.Background(), f, "mini.json", replica.DefaultCalibration(), Options{Seed: 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 scopes × 7 metrics for the first run, 2 × 7 for the second.
+	if got := len(rep.Rows); got != 3*7+2*7 {
+		t.Fatalf("%d rows", got)
+	}
+	for _, r := range rep.Rows {
+		if !(r.Predicted > 0) {
+			t.Errorf("%+v: no prediction", r)
+		}
+		switch {
+		case r.Experiment == "llama-unmeasured" || (r.Scope == "stage_1") || (r.Scope == "stage_0" && !strings.HasSuffix(r.Metric, "_mean")):
+			if !math.IsNaN(r.Actual) {
+				t.Errorf("%+v: an actual value without a measurement", r)
+			}
+		default:
+			if want := math.Abs(r.Predicted-r.Actual) / r.Actual * 100; math.Abs(r.APE-want) > 1e-9 {
+				t.Errorf("%+v: APE, want %v", r, want)
+			}
+		}
+	}
+	csv := string(rep.CSV())
+	if !strings.HasPrefix(csv, CSVHeader+"\n") || !strings.Contains(csv, "\nllama-unmeasured,summary,e2e_mean,") ||
+		!strings.Contains(csv, ",,\n") {
+		t.Errorf("csv:\n%s", csv)
+	}
+	md := string(rep.Markdown())
+	for _, want := range []string{"## eppsim, whole-run MAPE", "| all measured runs, in sample | 1 |", "| GPU H100 | 1 |", "llama-unmeasured | L40S | 1 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("latency.md lacks %q:\n%s", want, md)
+		}
+	}
+	dir := t.TempDir()
+	if err := rep.WriteDir(dir, 40); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{CSVFile, MarkdownFile, PlotName + ".svg", PlotName + ".png"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// The same seed gives the same predictions.
+	again, err := Validate(context.Background(), f, "mini.json", replica.DefaultCalibration(), Options{Seed: 1}, 1)
+	if err != nil || string(again.CSV()) != csv {
+		t.Errorf("not deterministic: %v", err)
+	}
+}
+
+// TestCalibrateRecoversCoefficients: runs simulated with known
+// coefficients and recorded as "measured" are fitted back: the objective
+// at the generating coefficients is 0 and a fit started away from them
+// gets close.
+func TestCalibrateRecoversCoefficients(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Experiments = f.Experiments[:1]
+	truth := replica.DefaultCalibration()
+	truth.Coefficients.IngestUs, truth.Coefficients.StepUs = 9000, 800
+	res, err := SimulateAll(context.Background(), []*Experiment{&f.Experiments[0]}, truth, Options{Seed: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &f.Experiments[0]
+	e.Measured = map[string]Measurement{}
+	for scope, v := range res[0].Predicted {
+		e.Measured[scope] = Measurement{E2E: Distribution{v["e2e_mean"], v["e2e_p90"], v["e2e_p99"]},
+			TTFT: Distribution{v["ttft_mean"], v["ttft_p90"], v["ttft_p99"]}}
+	}
+	if v, err := Objective(context.Background(), FitRuns(f), truth, Options{Seed: 1}, 1); err != nil || v > 1e-12 {
+		t.Fatalf("objective at the truth: %v, %v", v, err)
+	}
+	start := truth
+	start.Coefficients.IngestUs, start.Coefficients.StepUs = 4000, 300
+	fit, err := Calibrate(context.Background(), f, CalibrateOptions{Start: start, Free: []string{"ingest_us", "step_us"},
+		Budget: 60, Seed: 1, Workers: 1, Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fit.Calibration.Coefficients
+	if math.Abs(got.IngestUs-9000)/9000 > 0.05 || math.Abs(got.StepUs-800)/800 > 0.15 || fit.Objective > 0.01 {
+		t.Errorf("fit ingest %.0f (9000), step %.0f (800), objective %.4f", got.IngestUs, got.StepUs, fit.Objective)
+	}
+	if fit.Calibration.Fit["mape_ttft_mean"] > 2 {
+		t.Errorf("reported fit %v", fit.Calibration.Fit)
+	}
+}
+
+// TestLongShippedCalibration (make test-long): the calibration that ships,
+// validated on the shared measured runs, reproduces the in-sample fit it
+// records (calibrate's round trip), predicts every overloaded run as
+// overloaded, and meets the accuracy the documentation states.
+func TestLongShippedCalibration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates the 30 shared runs (make test-long)")
+	}
+	f, err := Load(sharedExperiments)
+	if err != nil {
+		if os.IsNotExist(err) || strings.Contains(err.Error(), "no such file") {
+			t.Skip("shared measured runs not present")
+		}
+		t.Fatal(err)
+	}
+	c := replica.DefaultCalibration()
+	rep, err := Validate(context.Background(), f, sharedExperiments, c, Options{Seed: 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rep.MAPEs()
+	for _, m := range Metrics {
+		want, ok := c.Fit["mape_"+m]
+		if !ok {
+			t.Errorf("the shipped calibration records no in-sample %s", m)
+			continue
+		}
+		if math.Abs(got[m]-want) > 0.01 {
+			t.Errorf("%s: validating gives %.2f%%, the calibration records %.2f%%", m, got[m], want)
+		}
+	}
+	for _, o := range rep.OverloadedCheck() {
+		if !o.OK {
+			t.Errorf("%s: measured TTFT mean %.0f ms, predicted %.0f ms: not predicted as overloaded", o.ID, o.Measured, o.Predicted)
+		}
+	}
+}

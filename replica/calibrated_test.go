@@ -1,0 +1,196 @@
+package replica
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/eppsim/eppsim/arch"
+)
+
+func testCoefficients() Coefficients {
+	return Coefficients{StepUs: 500, LayerUs: 10, SeqUs: 5, EtaWeights: 0.8, EtaKV: 0.5, MFU: 0.5,
+		RooflineExponent: 1000, AllReduceUs: 20, EtaLink: 0.5, IngestUs: 1000, PerOutputTokenUs: 0}
+}
+
+func mustModel(t *testing.T, id string) *arch.Model {
+	t.Helper()
+	m, err := arch.LookupModel(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustGPU(t *testing.T, name string) arch.GPU {
+	t.Helper()
+	g, err := arch.DefaultGPUs().Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestCalibratedStepByHand checks the model against the formula of
+// docs/latency.md worked by hand from Llama-3.1-8B's published figures:
+// 8,030,261,248 parameters of which 2·128256·4096 = 1,050,673,152 are the
+// embedding and lm_head and 32·2·4096 + 4096 = 266,240 the norms, so the
+// linear layers are 6,979,321,856 weights (13.96 GB in BF16) plus the
+// 1.05 GB lm_head read per step; 128 KiB of KV per token; 2·6,979,321,856
+// FLOPs per token.
+func TestCalibratedStepByHand(t *testing.T) {
+	m, g := mustModel(t, "meta-llama/Llama-3.1-8B-Instruct"), mustGPU(t, "H100")
+	c := testCoefficients()
+	cm, err := NewCalibratedModel(c, m, &g, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		linear = 6_979_321_856.0
+		lmHead = 128256 * 4096.0
+		kvTok  = 131072.0
+		bw     = 3.35e12
+		peak   = 989.5e12 * 0.5
+	)
+	w := (linear + lmHead) * 2
+	fixed := (500 + 10*32.0) * 1e-6
+	for _, tc := range []struct {
+		name  string
+		batch []BatchEntry
+		want  float64 // seconds
+	}{
+		{"one decode at 1024 context: memory-bound",
+			[]BatchEntry{{NewTokens: 1, Context: 1024, Decode: true}},
+			fixed + 5e-6 + w/(bw*0.8) + kvTok*1025/(bw*0.5)},
+		{"32 decodes at 2000 context",
+			repeat(BatchEntry{NewTokens: 1, Context: 2000, Decode: true}, 32),
+			fixed + 32*5e-6 + w/(bw*0.8) + kvTok*2001*32/(bw*0.5)},
+		{"a 2048-token prefill chunk: compute-bound",
+			[]BatchEntry{{NewTokens: 2048, Context: 0}},
+			fixed + 5e-6 + (2048*2*linear+2*lmHead)/peak + math.Max(kvTok*2048/(bw*0.5), 2048*(2048+1)/2.0*4*32*4096/peak)},
+	} {
+		got := float64(cm.StepTime(tc.batch)) / 1e9
+		if math.Abs(got-tc.want) > 1e-9+1e-6*tc.want {
+			t.Errorf("%s: %.9f s, want %.9f s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func repeat(e BatchEntry, n int) []BatchEntry {
+	out := make([]BatchEntry, n)
+	for i := range out {
+		out[i] = e
+	}
+	return out
+}
+
+// TestCalibratedMoEAndTP: a mixture of experts reads the experts its
+// tokens reach — top-k of E for one token, all of them for a large batch —
+// and tensor parallelism splits the work and adds two all-reduces per
+// layer.
+func TestCalibratedMoEAndTP(t *testing.T) {
+	m, g := mustModel(t, "mistralai/Mixtral-8x7B-v0.1"), mustGPU(t, "H100")
+	c := testCoefficients()
+	c.StepUs, c.LayerUs, c.SeqUs, c.AllReduceUs = 0, 0, 0, 0
+	cm, err := NewCalibratedModel(c, m, &g, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.Params()
+	expert := float64(p.RoutedExperts) / 32 / 8 * 2 / 2 // one expert of one layer, bytes per GPU
+	dense := (m.LinearWeightBytes()+m.LMHeadBytes())/2 - float64(p.RoutedExperts)*2/2
+	bw := 3.35e12 * 0.8
+	for _, tc := range []struct {
+		n       float64
+		reached float64
+	}{{1, 2}, {2, 8 * (1 - 0.75*0.75)}, {1000, 8}} {
+		want := (dense + 32*tc.reached*expert) / bw
+		got := cm.seconds(1, tc.n, 0, 0) - 2*32*tc.n*4096*2*2*0.5/(450e9) // minus the all-reduce payload
+		if tc.n == 1000 {
+			got = cm.seconds(1, tc.n, 0, 0)
+			flops := (tc.n*cm.linFlops + cm.lmFlops) / (1979e12 * 0.5)
+			if m.Quant.WeightBits == 0 {
+				flops = (tc.n*cm.linFlops + cm.lmFlops) / (989.5e12 * 0.5)
+			}
+			want = math.Max(want, flops) + 2*32*tc.n*4096*2*2*0.5/(900e9*0.5)
+		}
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%v tokens: %.9f s, want %.9f s", tc.n, got, want)
+		}
+	}
+	// The all-reduce latency: two per layer.
+	c2 := c
+	c2.AllReduceUs = 10
+	cm2, _ := NewCalibratedModel(c2, m, &g, 2, 2)
+	if d := cm2.seconds(1, 1, 0, 0) - cm.seconds(1, 1, 0, 0); math.Abs(d-2*32*10e-6) > 1e-12 {
+		t.Errorf("all-reduce latency adds %g s, want %g", d, 2*32*10e-6)
+	}
+}
+
+func TestCalibrationFiles(t *testing.T) {
+	d := DefaultCalibration()
+	if d.Name == "" || d.Coefficients.Validate() != nil {
+		t.Fatalf("shipped calibration %+v", d)
+	}
+	y, err := d.MarshalYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseCalibration(y, "rt.yaml")
+	if err != nil || back.ID() != d.ID() {
+		t.Fatalf("round trip: %v, %s vs %s", err, back.ID(), d.ID())
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"coefficients: {step_us: 1}\n", "bad.yaml: name: required"},
+		{"name: x\ncoefficients: {step_us: 1, eta_weights: 1.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5}\n", "coefficients.eta_weights: 1.5 must be in (0, 1]"},
+		{"name: x\ncoefficients: {step_us: -1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5}\n", "coefficients.step_us: -1 must not be negative"},
+		{"name: x\ncoefficients: {stepus: 1}\n", `unknown field "stepus"; did you mean step_us?`},
+		{"name: [\n", "bad.yaml: "},
+	} {
+		_, err := ParseCalibration([]byte(tc.yaml), "bad.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// TestAsyncScheduling: with async scheduling, a request added while a
+// step runs misses the step scheduled next and joins the one after; added
+// to an idle engine it is scheduled at once; without async scheduling it
+// joins the next step.
+func TestAsyncScheduling(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		e, err := NewEngine(Config{BlockSize: 16, NumGPUBlocks: 200, MaxNumBatchedTokens: 512, MaxNumSeqs: 8,
+			CheckInvariants: true, AsyncScheduling: async}, &Linear{StepUs: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Request{ID: 1, Prompt: seq(0, 40), OutputLen: 5}
+		if err := e.Add(a, 0); err != nil {
+			t.Fatal(err)
+		}
+		d, ok := e.BeginStep(0) // step 1: a's prefill (idle engine: at once)
+		if !ok {
+			t.Fatal("idle engine did not schedule")
+		}
+		b := &Request{ID: 2, Prompt: seq(100, 40), OutputLen: 5}
+		if err := e.Add(b, d/2); err != nil {
+			t.Fatal(err)
+		}
+		if g := e.Gauges(); g.NumRequestsWaiting != 1 {
+			t.Fatalf("async %v: waiting gauge %d during the step, want 1", async, g.NumRequestsWaiting)
+		}
+		now := d
+		e.EndStep(now)
+		d, _ = e.BeginStep(now) // step 2
+		inStep2 := b.FirstScheduled >= 0
+		now += d
+		e.EndStep(now)
+		d, _ = e.BeginStep(now) // step 3
+		if inStep2 == async || b.FirstScheduled < 0 {
+			t.Errorf("async %v: b scheduled in step 2: %v, by step 3: %v", async, inStep2, b.FirstScheduled >= 0)
+		}
+		now += d
+		e.EndStep(now)
+	}
+}
