@@ -54,3 +54,25 @@ data-parallel-size: 1
 		}
 	}
 }
+
+// FuzzParseEngine: any engine file is read or refused with the file named,
+// never a panic.
+func FuzzParseEngine(f *testing.F) {
+	f.Add([]byte("model: meta-llama/Llama-2-7b-hf\ngpu: H100\ntensor-parallel-size: 2\nmax-num-seqs: 64\n"))
+	f.Add([]byte("model: mistralai/Mixtral-8x7B-v0.1\ngpu: H100\nenable_prefix_caching: false\ntotal_gpu_kv_blocks: 9000\n"))
+	f.Add([]byte("model: x\ngpu: &a H100\n<<: {b: 1}\n"))
+	f.Add([]byte("- 1\n- [2, {3: 4}]\n"))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := ParseEngine(data, "engine.yaml", dir)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "engine.yaml") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if e.Model == "" || e.GPU == "" || e.TensorParallelSize < 1 {
+			t.Fatalf("%+v", e)
+		}
+	})
+}
