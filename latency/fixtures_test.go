@@ -44,9 +44,9 @@ var resultsFixtures = []resultsFixture{
 
 func fixtureDir(f resultsFixture) string { return filepath.Join("testdata", "results", f.dir) }
 
-// sharedExperiments reads ../shared's experiments file, skipping the test
+// loadSharedRuns reads ../shared's experiments file, skipping the test
 // without it.
-func sharedExperiments(t testing.TB) *File {
+func loadSharedRuns(t testing.TB) *File {
 	t.Helper()
 	if _, err := os.Stat(experimentsFile); os.IsNotExist(err) {
 		t.Skipf("%s not present", experimentsFile)
@@ -86,7 +86,7 @@ func rawExperiments(t *testing.T) map[string]rawExperiment {
 }
 
 func TestResultsFixtures(t *testing.T) {
-	f := sharedExperiments(t)
+	f := loadSharedRuns(t)
 	raws := rawExperiments(t)
 	for _, fx := range resultsFixtures {
 		e := findExperiment(t, f, fx.id)

@@ -35,7 +35,7 @@ func loadFixture(t *testing.T, fx resultsFixture) *Experiment {
 // experiments.json's ms), the same engine, stages, output length and
 // overload flags.
 func TestResultsDirMatchesExperiments(t *testing.T) {
-	f := sharedExperiments(t)
+	f := loadSharedRuns(t)
 	for _, fx := range resultsFixtures {
 		t.Run(fx.dir, func(t *testing.T) {
 			got := loadFixture(t, fx)
@@ -105,7 +105,7 @@ func keys[V any](m map[string]V) []string {
 // num_workers, worker_max_concurrency, ...: recorded, not simulated), so
 // the results directory's run predicts exactly what the entry does.
 func TestResultsDirSimulatesLikeExperiment(t *testing.T) {
-	f := sharedExperiments(t)
+	f := loadSharedRuns(t)
 	fx := resultsFixtures[0]
 	got := loadFixture(t, fx)
 	want := findExperiment(t, f, fx.id)
