@@ -2,7 +2,9 @@
 // fits the step-time model to them: it reads experiment files (the schema
 // of ../shared/latency/experiments.json: a model, a GPU, vLLM's engine
 // arguments, an inference-perf workload and, optionally, the measured
-// latencies), simulates each run on one replica, compares predicted with
+// latencies) and the results directories inference-perf writes, with an
+// engine file for the serving side (LoadResultsDir, LoadInputs),
+// simulates each run on one replica, compares predicted with
 // measured latency (Validate: latency.csv, latency.md, a plot), and fits
 // the calibrated step-time model's coefficients by simulating the runs
 // inside an optimiser (Calibrate). See docs/latency.md.
@@ -52,6 +54,22 @@ type Experiment struct {
 	Predictions map[string]map[string]map[string]map[string]Prediction `json:"predictions,omitempty"`
 	// RegimeFlags marks overloaded runs (TTFT in minutes, failures).
 	RegimeFlags []string `json:"regime_flags,omitempty"`
+
+	// The fields below are set for a run read from an inference-perf
+	// results directory (LoadResultsDir); experiments files have none.
+
+	// IPerfConfig is the run's inference-perf config as the results
+	// directory holds it, and IPerfConfigName its path: Spec simulates it
+	// as it is, rather than InferencePerfYAML's reconstruction from
+	// Workload.
+	IPerfConfig     []byte `json:"-"`
+	IPerfConfigName string `json:"-"`
+	// NominalOutputLen, when > 0, is the output length (tokens) itl_mean
+	// divides by; otherwise it is Workload.SharedPrefix.OutputLen.
+	NominalOutputLen float64 `json:"-"`
+	// modelFile: ModelArch is the config.json file Model names, which
+	// wins over an embedded config of the same name.
+	modelFile bool
 }
 
 // Engine is vLLM's engine arguments of a run (vLLM's names).
@@ -181,12 +199,18 @@ func (e *Experiment) check() error {
 		return fmt.Errorf("dp: %d: data-parallel runs are not supported here (one engine per run)", *e.DP)
 	case len(e.Workload.Stages) == 0:
 		return fmt.Errorf("workload.stages: none")
-	case e.Workload.DataType != "" && e.Workload.DataType != "shared_prefix":
-		return fmt.Errorf("workload.data_type: %q: only shared_prefix is supported", e.Workload.DataType)
-	case e.Workload.SharedPrefix.OutputLen < 2:
-		return fmt.Errorf("workload.shared_prefix_requested.output_len: must be at least 2, got %d", e.Workload.SharedPrefix.OutputLen)
-	case e.Workload.SharedPrefix.QuestionLen < 1:
-		return fmt.Errorf("workload.shared_prefix_requested.question_len: must be at least 1")
+	}
+	if e.IPerfConfig == nil {
+		switch {
+		case e.Workload.DataType != "" && e.Workload.DataType != "shared_prefix":
+			return fmt.Errorf("workload.data_type: %q: only shared_prefix is supported", e.Workload.DataType)
+		case e.Workload.SharedPrefix.OutputLen < 2:
+			return fmt.Errorf("workload.shared_prefix_requested.output_len: must be at least 2, got %d", e.Workload.SharedPrefix.OutputLen)
+		case e.Workload.SharedPrefix.QuestionLen < 1:
+			return fmt.Errorf("workload.shared_prefix_requested.question_len: must be at least 1")
+		}
+	} else if !(e.OutputLen() >= 2) {
+		return fmt.Errorf("%s: nominal output length %g: must be at least 2 (itl_mean divides by output_len − 1)", e.IPerfConfigName, e.OutputLen())
 	}
 	for i, s := range e.Workload.Stages {
 		if !(s.RateRPS > 0) || !(s.DurationS > 0) {
@@ -203,8 +227,16 @@ func (e *Experiment) check() error {
 }
 
 // ArchModel resolves the run's model: the embedded config of its Hugging
-// Face id, or else its model_arch fields.
+// Face id, or else its model_arch fields; for a run whose engine file
+// names a config.json, that file.
 func (e *Experiment) ArchModel() (*arch.Model, error) {
+	if e.modelFile {
+		m, err := arch.ParseModel(e.ModelArch, e.Model)
+		if err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		return m, nil
+	}
 	if m, err := arch.LookupModel(e.Model); err == nil {
 		return m, nil
 	}
@@ -234,6 +266,26 @@ func (e *Experiment) Scopes() []string {
 func (e *Experiment) HasMeasurement() bool {
 	m, ok := e.Measured["summary"]
 	return ok && !math.IsNaN(m.E2E.Mean) && !math.IsNaN(m.TTFT.Mean)
+}
+
+// OutputLen is the nominal output length (tokens) itl_mean divides by:
+// the shared_prefix output_len, or for a run read from a results
+// directory the one its config gives (NominalOutputLen).
+func (e *Experiment) OutputLen() float64 {
+	if e.NominalOutputLen > 0 {
+		return e.NominalOutputLen
+	}
+	return float64(e.Workload.SharedPrefix.OutputLen)
+}
+
+// WorkloadYAML is the inference-perf config Spec simulates, and its name
+// in errors: the config of a run read from a results directory as it is,
+// else InferencePerfYAML.
+func (e *Experiment) WorkloadYAML() ([]byte, string) {
+	if e.IPerfConfig != nil {
+		return e.IPerfConfig, e.IPerfConfigName
+	}
+	return e.InferencePerfYAML(), e.ID + " (workload)"
 }
 
 // InferencePerfYAML is the run's workload as an inference-perf config:

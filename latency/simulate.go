@@ -47,7 +47,8 @@ type Options struct {
 // calibration's step-time model, behind a round-robin EPP (one replica:
 // routing plays no part), fed the run's inference-perf workload. The KV
 // capacity is the block count vLLM logged when the run has one (an engine
-// fact, not a prediction), else the one eppsim computes.
+// fact, not a prediction), else the one eppsim computes. A run read from a
+// results directory is fed its own config (Experiment.WorkloadYAML).
 func Spec(e *Experiment, c replica.Calibration, o Options) (*scenario.Spec, error) {
 	m, err := e.ArchModel()
 	if err != nil {
@@ -75,8 +76,8 @@ func Spec(e *Experiment, c replica.Calibration, o Options) (*scenario.Spec, erro
 	if _, err := p.Model(); err != nil {
 		return nil, err
 	}
-	yml := e.InferencePerfYAML()
-	cfg, err := workload.ParseInferencePerf(yml, e.ID+" (workload)")
+	yml, name := e.WorkloadYAML()
+	cfg, err := workload.ParseInferencePerf(yml, name)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +87,10 @@ func Spec(e *Experiment, c replica.Calibration, o Options) (*scenario.Spec, erro
 		}
 	}
 	wopts := workload.Options{Seed: int64(o.Seed), Model: e.Model}
+	if e.IPerfConfig != nil {
+		// The bodies name the model as the run's client did.
+		wopts.Model = ""
+	}
 	return &scenario.Spec{
 		Version: "latency", Trace: "inference-perf:" + e.ID, Workload: wopts,
 		Open:  func() (*workload.Stream, error) { return workload.NewInferencePerfSource(cfg, wopts) },
@@ -115,7 +120,7 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 		return nil, fmt.Errorf("%s: %w", e.ID, err)
 	}
 	res := &Result{Experiment: e, Predicted: map[string]Values{}, Completed: map[string]int{}}
-	out := float64(e.Workload.SharedPrefix.OutputLen)
+	out := e.OutputLen()
 	for i, scope := range e.Scopes() {
 		k := i - 1
 		if i == 0 {
@@ -164,7 +169,7 @@ func (e *Experiment) MeasuredValues(scope string) Values {
 	put("ttft_p99", m.TTFT.P99)
 	if e2e, ok1 := v["e2e_mean"]; ok1 {
 		if t, ok2 := v["ttft_mean"]; ok2 {
-			v["itl_mean"] = (e2e - t) / float64(e.Workload.SharedPrefix.OutputLen-1)
+			v["itl_mean"] = (e2e - t) / (e.OutputLen() - 1)
 		}
 	}
 	if len(v) == 0 {

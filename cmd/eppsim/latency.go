@@ -18,6 +18,31 @@ import (
 	"github.com/eppsim/eppsim/report"
 )
 
+// inputsHelp describes the inputs of validate latency and calibrate.
+const inputsHelp = `Each INPUT is an experiments file (the schema of ../shared/latency/experiments.json: model,
+GPU, tensor parallelism, vLLM's engine arguments and an inference-perf workload, with or without
+the measured latencies) or an inference-perf results directory: the directory inference-perf
+wrote its reports to (config.yaml, summary_lifecycle_metrics.json, stage_N_lifecycle_metrics.json;
+a report_file_prefix is found), with an engine.yaml there saying what served the run, in vLLM's
+argument names:
+
+  model: meta-llama/Llama-3.1-8B-Instruct   # an embedded config's Hugging Face id, or a config.json path
+  gpu: H100
+  tensor-parallel-size: 1
+  max-num-seqs: 256                          # omitted arguments take vLLM's defaults
+  max-num-batched-tokens: 8192
+  gpu-memory-utilization: 0.9
+  # total-gpu-kv-blocks: N                   # optional: the GPU KV blocks vLLM logged
+
+--engine FILE gives one engine file for every results directory instead. A results directory's
+run is simulated with its own config.yaml (constant or poisson load of shared_prefix, random or
+synthetic data, streamed, ignore_eos), its latencies read from the reports (seconds there). The
+runs of all inputs are pooled; run ids must be unique (a results directory's id is its path, or
+id: in its engine file). docs/latency.md, "Your own runs", has the details:
+
+  eppsim validate latency reports-20260301-120000/ --out out/mine
+  eppsim calibrate ../shared/latency/experiments.json run-a/ run-b/ --out mine.yaml`
+
 func newValidateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate",
@@ -29,6 +54,7 @@ func newValidateCmd() *cobra.Command {
 
 type validateLatencyFlags struct {
 	calibration string
+	engine      string
 	out         string
 	force       bool
 	workers     int
@@ -39,12 +65,10 @@ type validateLatencyFlags struct {
 func newValidateLatencyCmd() *cobra.Command {
 	f := &validateLatencyFlags{}
 	cmd := &cobra.Command{
-		Use:   "latency EXPERIMENTS.json",
+		Use:   "latency INPUT... --out DIR",
 		Short: "Simulate measured vLLM runs and compare predicted with measured latency",
-		Long: `validate latency simulates every run of an experiments file (the schema of
-../shared/latency/experiments.json, docs/latency.md: model, GPU, tensor parallelism, vLLM's
-engine arguments and an inference-perf workload, with or without the measured latencies) on one
-replica with the step-time calibration, and writes to --out:
+		Long: `validate latency simulates every run of its inputs (experiments files and inference-perf
+results directories, below) on one replica with the step-time calibration, and writes to --out:
 
   latency.csv              experiment,scope,metric,predicted,actual,ape_pct for every run, scope
                            (summary, stage_0, stage_1, ...) and metric (e2e_mean, e2e_p90,
@@ -54,21 +78,36 @@ replica with the step-time calibration, and writes to --out:
                            predictions the file carries; the overloaded runs; every run
   predicted_vs_actual.svg/png
 
-It prints the MAPE table. itl_mean is (E2E mean − TTFT mean) / (output_len − 1), on both sides.`,
+It prints the MAPE table. itl_mean is (E2E mean − TTFT mean) / (output_len − 1), on both sides.
+
+` + inputsHelp,
 		Example: `  eppsim validate latency ../shared/latency/experiments.json --out out/latency`,
-		Args:    cobra.ExactArgs(1),
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return validateLatencyMain(cmd, f, args[0])
+			return validateLatencyMain(cmd, f, args)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file (default: the one that ships)")
+	fl.StringVar(&f.engine, "engine", "", engineHelp)
 	fl.StringVar(&f.out, "out", "", "directory for latency.csv, latency.md and the plot (required)")
 	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
 	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
 	fl.IntVar(&f.dpi, "dpi", 150, "resolution of the PNG plot")
 	return cmd
+}
+
+const engineHelp = "engine file (model, gpu, vLLM's engine arguments) of every results directory among the inputs (default: each directory's engine.yaml)"
+
+// loadInputs reads and pools the runs of the command's inputs; the
+// returned source names them for reports.
+func loadInputs(paths []string, engine string) (*latency.File, string, error) {
+	f, err := latency.LoadInputs(paths, engine)
+	if err != nil {
+		return nil, "", withExitCode(2, err)
+	}
+	return f, strings.Join(paths, ", "), nil
 }
 
 // loadCalibration reads --calibration, or returns the shipped one.
@@ -83,7 +122,7 @@ func loadCalibration(path string) (replica.Calibration, error) {
 	return c, nil
 }
 
-func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, path string) error {
+func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []string) error {
 	if f.out == "" {
 		return withExitCode(2, errors.New("--out is required"))
 	}
@@ -94,16 +133,16 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, path strin
 	if err != nil {
 		return withExitCode(2, err)
 	}
-	file, err := latency.Load(path)
+	file, source, err := loadInputs(paths, f.engine)
 	if err != nil {
-		return withExitCode(2, err)
+		return err
 	}
 	if err := checkOutDir(f.out, f.force); err != nil {
 		return withExitCode(2, err)
 	}
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
-	rep, err := latency.Validate(ctx, file, path, c, latency.Options{Seed: f.seed}, f.workers)
+	rep, err := latency.Validate(ctx, file, source, c, latency.Options{Seed: f.seed}, f.workers)
 	if err != nil {
 		if ctx.Err() != nil {
 			return withExitCode(130, errInterrupted)
@@ -114,7 +153,7 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, path strin
 		return err
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", path, c.ID(), len(rep.Results))
+	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
 	printMAPE(w, "eppsim (in sample)", rep.Rows, rep.MAPEs())
 	printOverloaded(w, rep)
 	fmt.Fprintf(w, "\nwrote %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.MarkdownFile, latency.PlotName, f.out)
@@ -162,6 +201,7 @@ func printOverloaded(w io.Writer, rep *latency.Report) {
 
 type calibrateFlags struct {
 	out        string
+	engine     string
 	start      string
 	name       string
 	free       string
@@ -180,10 +220,10 @@ type calibrateFlags struct {
 func newCalibrateCmd() *cobra.Command {
 	f := &calibrateFlags{}
 	cmd := &cobra.Command{
-		Use:   "calibrate EXPERIMENTS.json --out calibration.yaml",
+		Use:   "calibrate INPUT... --out calibration.yaml",
 		Short: "Fit the step-time model's coefficients to measured vLLM runs",
-		Long: `calibrate fits the calibrated step-time model (docs/latency.md) to the measured runs of an
-experiments file (the schema of ../shared/latency/experiments.json): it simulates the runs inside a
+		Long: `calibrate fits the calibrated step-time model (docs/latency.md) to the measured runs of its
+inputs (experiments files and inference-perf results directories, below): it simulates the runs inside a
 Nelder-Mead search over the free coefficients, minimising each run's mean |log(predicted/actual)|
 over every scope and metric, averaged over the runs (overloaded runs are not fitted). It writes the
 calibration (--out) for run --calibration and the calibration key of preset and fleet files,
@@ -191,16 +231,19 @@ prints the fit per run, and with --leave-one-model-out also refits once per mode
 model's runs to measure the error on models the calibration never saw. --report DIR writes the
 validation report of the result (validate latency's files, with the leave-one-model-out rows).
 
-Validating the written calibration on the same file reproduces the fit it reports.`,
+Validating the written calibration on the same inputs reproduces the fit it reports.
+
+` + inputsHelp,
 		Example: `  eppsim calibrate ../shared/latency/experiments.json --out calibration.yaml --report out/calibration
   eppsim run --calibration calibration.yaml`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return calibrateMain(cmd, f, args[0])
+			return calibrateMain(cmd, f, args)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.out, "out", "", "calibration file to write (required)")
+	fl.StringVar(&f.engine, "engine", "", engineHelp)
 	fl.StringVar(&f.start, "start", "", "calibration to start from (default: the one that ships)")
 	fl.StringVar(&f.name, "name", "", "name of the calibration (default: the --out file's base name)")
 	fl.StringVar(&f.free, "free", strings.Join(latency.DefaultFree, ","), "coefficients to fit, comma-separated (of "+strings.Join(replica.CoefficientNames, ", ")+")")
@@ -217,7 +260,7 @@ Validating the written calibration on the same file reproduces the fit it report
 	return cmd
 }
 
-func calibrateMain(cmd *cobra.Command, f *calibrateFlags, path string) error {
+func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error {
 	switch {
 	case f.out == "":
 		return withExitCode(2, errors.New("--out is required (the calibration file to write)"))
@@ -248,9 +291,13 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, path string) error {
 			free = append(free, n)
 		}
 	}
-	file, err := latency.Load(path)
+	file, source, err := loadInputs(paths, f.engine)
 	if err != nil {
-		return withExitCode(2, err)
+		return err
+	}
+	bases := make([]string, len(paths))
+	for i, p := range paths {
+		bases[i] = filepath.Base(p)
 	}
 	name := f.name
 	if name == "" {
@@ -265,7 +312,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, path string) error {
 	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
 		Start: start, Free: free, Budget: f.budget, LOMOBudget: f.lomoBudget, StageLimit: f.stageLimit,
 		LeaveOneModelOut: f.lomo, Seed: f.seed, Workers: f.workers, Progress: progress,
-		Name: name, Source: filepath.Base(path), Version: version,
+		Name: name, Source: strings.Join(bases, ", "), Version: version,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -283,7 +330,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, path string) error {
 	if err := report.WriteFileAtomic(f.out, y); err != nil {
 		return err
 	}
-	rep := &latency.Report{Source: path, Calibration: res.Calibration, Results: res.Results, Rows: latency.Rows(res.Results)}
+	rep := &latency.Report{Source: source, Calibration: res.Calibration, Results: res.Results, Rows: latency.Rows(res.Results)}
 	if res.LOMO != nil {
 		rep.LOMO = latency.Rows(res.LOMO)
 	}

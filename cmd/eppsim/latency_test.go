@@ -1,0 +1,131 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// resultsDirs are the inference-perf results directories of the latency
+// package's tests (latency/testdata/results/README.md).
+var resultsDirs = struct{ codegen, mixtral string }{
+	codegen: "../../latency/testdata/results/llama-2-7b-tp1-codegen",
+	mixtral: "../../latency/testdata/results/mixtral-8x7b-tp2-roleplay",
+}
+
+// TestValidateLatencyResultsDir: validate latency reads an inference-perf
+// results directory (its engine.yaml beside the reports) and compares its
+// measured latencies.
+func TestValidateLatencyResultsDir(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	stdout, stderr, err := runCLI(t, "validate", "latency", resultsDirs.codegen, resultsDirs.mixtral, "--out", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "2 runs") || !strings.Contains(stdout, "e2e_mean") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "latency.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		// The measured E2E mean, ms (the report says 2.0807397430955556 s).
+		resultsDirs.codegen + ",summary,e2e_mean,",
+		",2080.7397,",
+		resultsDirs.codegen + ",stage_1,ttft_p99,",
+		"mixtral-8x7b-tp2-roleplay (inference-perf results),stage_0,itl_mean,",
+	} {
+		if !strings.Contains(string(csv), want) {
+			t.Errorf("latency.csv has no %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "latency.md")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCalibrateResultsDir: calibrate fits on a results directory.
+func TestCalibrateResultsDir(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "mine.yaml")
+	stdout, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, "--out", out, "--budget", "2", "--stage-limit", "20", "--quiet")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("--quiet, yet stderr:\n%s", stderr)
+	}
+	if !strings.Contains(stdout, "on 1 runs") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	y, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(y), "coefficients:") || !strings.Contains(string(y), "llama-2-7b-tp1-codegen: 1 measured runs") {
+		t.Errorf("calibration:\n%s", y)
+	}
+}
+
+// TestLatencyInputsEngineFlag: --engine gives the engine of a results
+// directory that has none.
+func TestLatencyInputsEngineFlag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"config.yaml", "summary_lifecycle_metrics.json", "stage_0_lifecycle_metrics.json", "stage_1_lifecycle_metrics.json"} {
+		data, err := os.ReadFile(filepath.Join(resultsDirs.codegen, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	_, stderr, err := runCLI(t, "validate", "latency", dir, "--out", out)
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "engine.yaml: missing") {
+		t.Fatalf("without an engine file: %v (exit %d)\n%s", err, exitCode(err), stderr)
+	}
+	_, stderr, err = runCLI(t, "validate", "latency", dir, "--out", out, "--engine", filepath.Join(resultsDirs.codegen, "engine.yaml"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "latency.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(csv), dir+",summary,e2e_mean,") {
+		t.Errorf("latency.csv:\n%s", csv)
+	}
+}
+
+// TestLatencyInputsBad: bad inputs are usage errors (exit 2) naming the
+// file.
+func TestLatencyInputsBad(t *testing.T) {
+	tmp := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no input", []string{"validate", "latency", "--out", filepath.Join(tmp, "a")}, "requires at least 1 arg"},
+		{"missing directory", []string{"validate", "latency", filepath.Join(tmp, "nope"), "--out", filepath.Join(tmp, "b")}, "nope"},
+		{"a report, not its directory", []string{"calibrate", filepath.Join(resultsDirs.codegen, "summary_lifecycle_metrics.json"), "--out", filepath.Join(tmp, "c.yaml")}, "give its directory"},
+		{"same run twice", []string{"calibrate", resultsDirs.codegen, resultsDirs.codegen, "--out", filepath.Join(tmp, "d.yaml")}, "run ids must be unique"},
+		{"bad engine file", []string{"validate", "latency", resultsDirs.codegen, "--engine", filepath.Join(resultsDirs.codegen, "config.yaml"), "--out", filepath.Join(tmp, "e")}, "config.yaml:1: api: unknown key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := runCLI(t, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+			if exitCode(err) != 2 {
+				t.Errorf("exit %d, want 2", exitCode(err))
+			}
+		})
+	}
+}
