@@ -342,7 +342,6 @@ func (r *Report) WriteDir(dir string, dpi int) error {
 	return report.SavePlot(dir, PlotName, 7*vg.Inch, 6*vg.Inch, dpi, r.drawPlot)
 }
 
-
 // drawPlot is predicted against actual on log axes, one series per
 // headline metric (whole runs), with the identity line.
 func (r *Report) drawPlot(c draw.Canvas) {

@@ -82,6 +82,12 @@ func TestHelpExamplesRun(t *testing.T) {
 	if len(all) < 4 {
 		t.Fatalf("only %d commands have examples", len(all))
 	}
+	// The shared folder's absolute path, before the subtests change the
+	// working directory.
+	shared, err := filepath.Abs(sharedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range all {
 		t.Run(strings.ReplaceAll(c.CommandPath(), " ", "_"), func(t *testing.T) {
 			t.Chdir(t.TempDir())
@@ -93,12 +99,11 @@ func TestHelpExamplesRun(t *testing.T) {
 					if testing.Short() {
 						t.Skipf("eppsim %s: reads ../shared (make test-long runs it)", strings.Join(args, " "))
 					}
-					abs, err := filepath.Abs(sharedDir)
-					if _, serr := os.Stat(abs); err != nil || serr != nil {
+					if _, err := os.Stat(shared); err != nil {
 						t.Skipf("%s not present", sharedDir)
 					}
 					for i := range args {
-						args[i] = strings.Replace(args[i], "../shared/", abs+"/", 1)
+						args[i] = strings.Replace(args[i], "../shared/", shared+"/", 1)
 					}
 				}
 				switch {
