@@ -194,3 +194,43 @@ func TestAsyncScheduling(t *testing.T) {
 		e.EndStep(now)
 	}
 }
+
+// TestPresetsUseTheShippedCalibration: every built-in preset runs the
+// calibrated model with the calibration that ships, and says so; its
+// delays come from the calibration.
+func TestPresetsUseTheShippedCalibration(t *testing.T) {
+	d := DefaultCalibration()
+	for _, p := range Presets() {
+		if got, want := p.StepModelID(), "calibrated "+d.ID(); got != want {
+			t.Errorf("%s: step model %q, want %q", p.Name, got, want)
+		}
+		m, err := p.Model()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.(*CalibratedModel); !ok {
+			t.Errorf("%s: model %T", p.Name, m)
+		}
+		if in, per := p.Delays(); in != d.Coefficients.IngestUs || per != d.Coefficients.PerOutputTokenUs {
+			t.Errorf("%s: delays %v %v", p.Name, in, per)
+		}
+	}
+	// A roofline preset keeps its own delays.
+	p := Presets()[0]
+	p.StepModel = "roofline"
+	if in, _ := p.Delays(); in != p.IngestUs {
+		t.Errorf("roofline delays %v, want %v", in, p.IngestUs)
+	}
+}
+
+// TestBlend: the smooth roofline is the larger time for a sharp exponent,
+// the sum for 1, and symmetric.
+func TestBlend(t *testing.T) {
+	for _, tc := range []struct{ a, b, p, want float64 }{
+		{3, 4, 1, 7}, {3, 4, 2, 5}, {4, 3, 2, 5}, {3, 4, 1000, 4}, {0, 0, 3, 0}, {2, 0, 3, 2},
+	} {
+		if got := blend(tc.a, tc.b, tc.p); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("blend(%v, %v, %v) = %v, want %v", tc.a, tc.b, tc.p, got, tc.want)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func TestPresetsReproduceB3Table(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			p.StepModel = "roofline" // the B.3 model (presets default to calibrated)
 			m, err := p.Model()
 			if err != nil {
 				t.Fatal(err)
@@ -86,6 +87,7 @@ func TestPresetKVCapacityAndDefaults(t *testing.T) {
 
 func TestPresetOverrides(t *testing.T) {
 	p, _ := LookupPreset("llama-3.1-8b-h100")
+	p.StepModel = "roofline"
 	q, err := p.WithOverrides([]byte("engine:\n  num_gpu_blocks_override: 1000\n  max_num_seqs: 8\nroofline:\n  multiplier: 2\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +221,7 @@ func TestRooflineUnchanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.StepModel = "roofline"
 		m, err := p.Model()
 		if err != nil {
 			t.Fatal(err)

@@ -200,12 +200,18 @@ type WorkloadConfig struct {
 
 // ReplicaInfo is one replica of the fleet.
 type ReplicaInfo struct {
-	Name      string            `json:"name"`
-	Address   string            `json:"address"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	Preset    string            `json:"preset"`
-	StepModel string            `json:"step_model"`
-	Engine    replica.Config    `json:"engine"`
+	Name    string            `json:"name"`
+	Address string            `json:"address"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Preset  string            `json:"preset"`
+	// Model, GPU and TensorParallelSize are what the replica runs on.
+	Model              string `json:"model,omitempty"`
+	GPU                string `json:"gpu,omitempty"`
+	TensorParallelSize int    `json:"tensor_parallel_size,omitempty"`
+	// StepModel names the step-time model and, for the calibrated one,
+	// the calibration (name@hash of its coefficients).
+	StepModel string         `json:"step_model"`
+	Engine    replica.Config `json:"engine"`
 }
 
 // Summary computes the summary; res supplies the run-level counters.

@@ -208,7 +208,8 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 		// The run succeeded, so every replica's engine config resolved.
 		cfg, _ := r.Preset.EngineConfig()
 		rc.Fleet = append(rc.Fleet, report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
-			Preset: r.Preset.Name, StepModel: r.Preset.StepModelID(), Engine: cfg})
+			Preset: r.Preset.Name, Model: r.Preset.ModelRef, GPU: r.Preset.GPU.Name, TensorParallelSize: r.Preset.TensorParallelSize,
+			StepModel: r.Preset.StepModelID(), Engine: cfg})
 	}
 	for _, ns := range l.NotSimulated {
 		rc.NotSimulated = append(rc.NotSimulated, ns.String())
