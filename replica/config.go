@@ -134,6 +134,10 @@ type EngineArgs struct {
 	// AsyncScheduling is vLLM's async_scheduling (default true: vLLM
 	// turned it on by default in late 2025, PR 27614).
 	AsyncScheduling *bool `json:"async_scheduling,omitempty"`
+	// DataParallelSize is vLLM's data_parallel_size: that many independent
+	// engines (each its own GPUs, KV cache and scheduler), each exposed as
+	// its own rank endpoint (sim.ExpandDataParallel). Default 1.
+	DataParallelSize int `json:"data_parallel_size,omitempty"`
 	// GPUMemoryUtilization is the fraction of device memory vLLM may use
 	// (default 0.9).
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
@@ -157,6 +161,8 @@ const DefaultBlockSize = 16
 
 func (e *EngineArgs) validate() error {
 	switch {
+	case e.DataParallelSize < 0:
+		return fmt.Errorf("data_parallel_size must be positive, got %d", e.DataParallelSize)
 	case e.BlockSize < 0:
 		return fmt.Errorf("block_size must be positive, got %d", e.BlockSize)
 	case e.MaxNumBatchedTokens < 0:

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -91,6 +93,44 @@ func UniformFleet(n int, p replica.Preset) []ReplicaSpec {
 }
 
 func address(i int) string { return fmt.Sprintf("10.0.%d.%d:8000", i/250, i%250+1) }
+
+// ExpandDataParallel replaces every replica whose engine arguments set
+// data_parallel_size N > 1 by its N ranks: independent engines (each on its
+// own tensor-parallel group, with its own KV cache and scheduler) that the
+// EPP sees as endpoints of their own, as llm-d's datastore lists a
+// data-parallel pod's ranks (spec flow-control.md 14.2: IDs
+// "<pod>-rank-<i>"; rank i listens on the pod's port + i). Labels are
+// copied to every rank.
+func ExpandDataParallel(fleet []ReplicaSpec) ([]ReplicaSpec, error) {
+	var out []ReplicaSpec
+	for _, r := range fleet {
+		n := r.Preset.Engine.DataParallelSize
+		if n <= 1 {
+			out = append(out, r)
+			continue
+		}
+		host, port, err := net.SplitHostPort(r.Address)
+		if err != nil {
+			return nil, fmt.Errorf("replica %s: address %q: %w", r.Name, r.Address, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p+n-1 > 65535 {
+			return nil, fmt.Errorf("replica %s: port %q cannot take %d data-parallel ranks", r.Name, port, n)
+		}
+		for i := range n {
+			rank := r
+			rank.Name = fmt.Sprintf("%s-rank-%d", r.Name, i)
+			rank.Address = net.JoinHostPort(host, strconv.Itoa(p+i))
+			rank.Labels = maps.Clone(r.Labels)
+			rank.Preset.Engine.DataParallelSize = 1
+			out = append(out, rank)
+		}
+		if len(out) > maxReplicas {
+			return nil, fmt.Errorf("data parallelism makes more than %d engines", maxReplicas)
+		}
+	}
+	return out, nil
+}
 
 // LoadFleet reads a fleet file.
 func LoadFleet(path string) ([]ReplicaSpec, error) {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eppsim/eppsim/replica"
 )
 
 func TestParseFleet(t *testing.T) {
@@ -145,4 +147,46 @@ func FuzzParseFleet(f *testing.F) {
 			t.Fatal("no error and no replicas")
 		}
 	})
+}
+
+// TestExpandDataParallel: a replica with data_parallel_size 3 becomes
+// three rank endpoints on consecutive ports with its labels; others stay.
+func TestExpandDataParallel(t *testing.T) {
+	p, err := replica.LookupPreset("llama-3.1-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp := p
+	dp.Engine.DataParallelSize = 3
+	fleet := []ReplicaSpec{
+		{Name: "default/a", Address: "10.0.0.1:8000", Preset: p},
+		{Name: "default/b", Address: "10.0.0.2:8000", Labels: map[string]string{"llm-d.ai/role": "decode"}, Preset: dp},
+	}
+	out, err := ExpandDataParallel(fleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ name, addr string }{{"default/a", "10.0.0.1:8000"}, {"default/b-rank-0", "10.0.0.2:8000"},
+		{"default/b-rank-1", "10.0.0.2:8001"}, {"default/b-rank-2", "10.0.0.2:8002"}}
+	if len(out) != len(want) {
+		t.Fatalf("%d replicas", len(out))
+	}
+	for i, w := range want {
+		r := out[i]
+		if r.Name != w.name || r.Address != w.addr || r.Preset.Engine.DataParallelSize > 1 {
+			t.Errorf("replica %d: %s %s dp %d, want %s %s", i, r.Name, r.Address, r.Preset.Engine.DataParallelSize, w.name, w.addr)
+		}
+		if i > 0 && r.Labels["llm-d.ai/role"] != "decode" {
+			t.Errorf("replica %d labels %v", i, r.Labels)
+		}
+	}
+	out[1].Labels["x"] = "y"
+	if out[2].Labels["x"] == "y" || fleet[1].Labels["x"] == "y" {
+		t.Error("ranks share a label map")
+	}
+	bad := dp
+	bad.Engine.DataParallelSize = 10
+	if _, err := ExpandDataParallel([]ReplicaSpec{{Name: "x", Address: "10.0.0.1:65530", Preset: bad}}); err == nil {
+		t.Error("ranks past port 65535 accepted")
+	}
 }

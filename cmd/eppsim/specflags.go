@@ -51,6 +51,7 @@ type specFlags struct {
 	iperf       iperfFlags
 	calibration string
 	asyncSched  bool
+	dp          int
 
 	flags *pflag.FlagSet // to tell flags given from defaults
 }
@@ -81,6 +82,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxBatched, "max-batched-tokens", 0, "")
 	_ = fl.MarkDeprecated("max-batched-tokens", "use --max-num-batched-tokens (vLLM's name)")
 	fl.IntVar(&f.blockSize, "block-size", 0, "vLLM's --block-size (KV block size in tokens) on every replica (the computed KV capacity follows)")
+	fl.IntVar(&f.dp, "data-parallel-size", 0, "vLLM's --data-parallel-size on every replica: that many independent engines per replica, each its own rank endpoint <pod>-rank-<i> (default: the preset's, 1)")
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
 	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
@@ -148,6 +150,7 @@ func (f *specFlags) check() error {
 		positive("replicas", f.replicas, 1, "replicas in the fleet"),
 		positive(named("num-gpu-blocks-override", "kv-blocks"), f.kvBlocks, 2, "block 0 is vLLM's null block"),
 		positive(tp, f.tp, 1, "GPUs per replica"),
+		positive("data-parallel-size", f.dp, 1, "engines per replica"),
 		positive("max-model-len", f.maxModelLen, 1, "tokens of prompt and output"),
 		positive("max-num-seqs", f.maxSeqs, 1, "requests running at once"),
 		positive(batched, f.maxBatched, 1, "tokens per engine step"),
@@ -244,6 +247,9 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 	}
 	for i := range fleet {
 		e := &fleet[i].Preset.Engine
+		if f.dp > 0 {
+			e.DataParallelSize = f.dp
+		}
 		if f.given("async-scheduling") {
 			v := f.asyncSched
 			e.AsyncScheduling = &v
@@ -284,7 +290,7 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 			return nil, err
 		}
 	}
-	return fleet, nil
+	return sim.ExpandDataParallel(fleet)
 }
 
 // replicaPreset is the preset of a uniform fleet: --model-config on --gpu
