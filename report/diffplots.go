@@ -112,7 +112,7 @@ func (d *sideData) readRequests(dir string, labelOf map[string]string) (ok bool,
 			tb = &timeBins{}
 			byTime[g] = tb
 		}
-		tb.add(int64(arr*1e9), cached, 0, prompt)
+		tb.add(int64(arr*1e9), binVals{binCached: cached, binPrompt: prompt})
 		return nil
 	})
 	if errors.Is(err, os.ErrNotExist) {
@@ -131,7 +131,7 @@ func (d *sideData) readRequests(dir string, labelOf map[string]string) (ok bool,
 		}
 		// Several runs (seeds) of one label: pool their tokens.
 		for k, b := range tb.bins {
-			d.byTime[g].add(int64(k)*tb.width, b[0], b[1], b[2])
+			d.byTime[g].add(int64(k)*tb.width, b)
 		}
 	}
 	return true, nil
@@ -280,7 +280,7 @@ func WriteDiffOutput(dir string, res *DiffResult, dpi int) (err error) {
 		name string
 		data []byte
 	}
-	files := []namedFile{{DiffMarkdownFile, res.Markdown()}, {DiffJSONFile, js}, {DiffHTMLFile, res.html(plots)}}
+	files := []namedFile{{DiffMarkdownFile, res.Markdown()}, {DiffJSONFile, js}, {DiffHTMLFile, res.html(plots, dpi)}}
 	for _, p := range plots {
 		files = append(files, namedFile{p.name + ".svg", p.svg}, namedFile{p.name + ".png", p.png})
 	}
@@ -594,8 +594,8 @@ func diffHitFigure(res *DiffResult, bd, cd *sideData) figure {
 				bins, width := tb.coarsened(maxPts)
 				w := float64(width) / 1e9
 				for k, b := range bins {
-					if b[2] > 0 {
-						pts = append(pts, plotter.XY{X: (float64(k) + 0.5) * w, Y: float64(b[0]) / float64(b[2])})
+					if b[binPrompt] > 0 {
+						pts = append(pts, plotter.XY{X: (float64(k) + 0.5) * w, Y: float64(b[binCached]) / float64(b[binPrompt])})
 					}
 				}
 			} else if s := side.d.replica[pr.Label()]; s != nil {
@@ -643,7 +643,7 @@ const diffStyle = `td.regression{color:#b00;font-weight:700}td.improved{color:#0
 `
 
 // html renders diff.html: self-contained, plots inline as SVG.
-func (r *DiffResult) html(plots []renderedPlot) []byte {
+func (r *DiffResult) html(plots []renderedPlot, dpi int) []byte {
 	var b bytes.Buffer
 	esc := html.EscapeString
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>eppsim diff</title>\n<style>\n")
@@ -692,10 +692,7 @@ func (r *DiffResult) html(plots []renderedPlot) []byte {
 		"when the change also exceeds the noise band: 2·sd(c_i − b_i)/√n over the per-seed differences when both sides ran " +
 		"the same seeds, else 2·√(sd_b²/n_b + sd_c²/n_c).</p>\n<h2>Plots</h2>\n")
 	for _, p := range plots {
-		b.WriteString("<figure id=\"" + p.name + "\">\n<figcaption>" + esc(diffPlotTitles[p.name]) +
-			" <small>(" + p.name + ".svg, " + p.name + ".png)</small></figcaption>\n")
-		b.Write(inlineSVG(p.svg))
-		b.WriteString("</figure>\n")
+		writeFigure(&b, p, diffPlotTitles[p.name], dpi)
 	}
 	b.WriteString("</body>\n</html>\n")
 	return b.Bytes()

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -35,8 +38,43 @@ func TestRunBuiltinSideBySide(t *testing.T) {
 		t.Fatalf("summary %+v", s)
 	}
 	table, _, err := runCLI(t, "run", "--max-requests", "20", "--replicas", "2")
-	if err != nil || !strings.Contains(table, "true hit ratio") || !strings.Contains(table, "20/20") {
+	if err != nil || !strings.Contains(table, "true: reused (routed + queue effect)") || !strings.Contains(table, "20 / 20") {
 		t.Fatalf("table output (%v):\n%s", err, table)
+	}
+}
+
+// TestRunTableLayout: the table's row groups in order, the ladder in one
+// group, the findings and the simulator's speed below the table (the
+// speed is not a result of the simulated system).
+func TestRunTableLayout(t *testing.T) {
+	out, _, err := runCLI(t, "run", "--max-requests", "30", "--replicas", "3", "--epp-config", "default", "--epp-config", "round-robin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []int
+	for _, want := range []string{
+		"\n  requests ", "\n    completed / total ", "\n  load ", "\n    simulated duration ", "\n    offered load (req/s) ",
+		"\n    offered prompt tokens/s ", "\n  latency (ms) ", "\n  throughput ", "\n  hit-rate ladder (share of prompt tokens) ",
+		"\n    infinite-cache bound ", "\n    oracle: best replica at routing ", "\n    routed: chosen replica at routing ",
+		"\n    true: reused (routed + queue effect) ", "\n    regret: oracle − routed (M tokens) ",
+		"\n  prediction, approximate producer ", "\n    bias (mean predicted − true fraction) ",
+		"\n    over-predicted (share of predicted tokens) ", "\n    under-predicted (share of true tokens) ",
+		"\n  routing ", "\n    idle replicas ", "\n    busiest replica's share ",
+		"\nWhat this run shows:\n- round-robin: TTFT p50 ", "\nDefinitions of every metric: docs/metrics.md",
+		"\nsimulator wall-clock time: default ",
+	} {
+		i := strings.Index(out, want)
+		if i < 0 {
+			t.Fatalf("table lacks %q:\n%s", want, out)
+		}
+		at = append(at, i)
+	}
+	if !slices.IsSorted(at) {
+		t.Fatalf("rows out of order:\n%s", out)
+	}
+	// The round-robin column of the approximate producer's rows is empty.
+	if !regexp.MustCompile(`\n    MAE \(per request\) +[0-9.]+ +–\n`).MatchString(out) {
+		t.Fatalf("prediction rows:\n%s", out)
 	}
 }
 
@@ -62,7 +100,9 @@ func TestRunOutDeterministic(t *testing.T) {
 		}
 		b, _ := os.ReadFile(filepath.Join(dirs[1], name))
 		if name == "summary.json" {
+			// The command lines differ in --workers and --out.
 			a, b = wallFree.ReplaceAll(a, nil), wallFree.ReplaceAll(b, nil)
+			a, b = commandLineRE.ReplaceAll(a, nil), commandLineRE.ReplaceAll(b, nil)
 		}
 		if name == "requests.csv" || name == "summary.json" || name == "timeseries.csv" {
 			if !bytes.Equal(a, b) {
@@ -74,12 +114,26 @@ func TestRunOutDeterministic(t *testing.T) {
 	if lines := strings.Count(string(csv), "\n"); lines != 1+3*60 {
 		t.Fatalf("requests.csv has %d lines, want header + 180", lines)
 	}
-	if !strings.HasPrefix(string(csv), "config,id,session,turn,arrival_s,replica,prompt_tokens,output_tokens,cached_tokens,oracle_cached_tokens,predicted_fraction,") {
+	if !strings.HasPrefix(string(csv), "config,id,session,turn,arrival_s,replica,prompt_tokens,output_tokens,cached_tokens,oracle_cached_tokens,"+
+		"routed_cached_tokens,infinite_cached_tokens,predicted_fraction,") {
 		t.Fatalf("header %q", strings.SplitN(string(csv), "\n", 2)[0])
+	}
+	// summary.json records the full command line.
+	var doc struct{ Command string }
+	sj, _ := os.ReadFile(filepath.Join(dirs[1], "summary.json"))
+	if err := json.Unmarshal(sj, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if want := "eppsim run --max-requests 60 --replicas 2 --epp-config default --epp-config round-robin --epp-config oracle " +
+		"--timeseries-interval 5s --workers 3 --out " + dirs[1]; doc.Command != want {
+		t.Fatalf("command %q, want %q", doc.Command, want)
 	}
 }
 
-var wallFree = regexp.MustCompile(`"(wall_s|requests_per_wall_s)": [0-9.e+-]+`)
+var (
+	wallFree      = regexp.MustCompile(`"(wall_s|requests_per_wall_s)": [0-9.e+-]+`)
+	commandLineRE = regexp.MustCompile(`"command": "[^"]*"`)
+)
 
 func TestRunFleetFile(t *testing.T) {
 	fleet := filepath.Join(t.TempDir(), "fleet.yaml")
@@ -232,4 +286,99 @@ func TestRunPresetFileAndHelp(t *testing.T) {
 	if strings.Contains(help, "--kv-blocks") {
 		t.Error("run --help shows the deprecated --kv-blocks")
 	}
+}
+
+// TestRunRegretNeverNegative: routed and oracle are measured at the same
+// instant, so regret = oracle − routed is never negative, request by
+// request (requests.csv) and in every config's summary, also with one
+// overloaded replica (max_num_seqs 1, a small KV cache) and with one
+// replica (where it is exactly 0).
+func TestRunRegretNeverNegative(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte("groups:\n- {name: fast, count: 3, preset: llama-3.1-8b-h100}\n"+
+		"- {name: slow, count: 1, preset: llama-3.1-8b-h100, overrides: {engine: {max_num_seqs: 1, num_gpu_blocks_override: 600}}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		fleet []string
+	}{{"overloaded", []string{"--fleet", fleet}}, {"one-replica", []string{"--replicas", "1"}}} {
+		out := filepath.Join(dir, tc.name)
+		args := append([]string{"run", "--max-requests", "150", "--time-scale", "0.2", "--epp-config", "default",
+			"--epp-config", "round-robin", "--epp-config", "oracle", "--out", out}, tc.fleet...)
+		if _, _, err := runCLI(t, args...); err != nil {
+			t.Fatal(err)
+		}
+		rows := readCSVFile(t, filepath.Join(out, "requests.csv"))
+		n := 0
+		for _, r := range rows {
+			if r["replica"] == "" {
+				continue
+			}
+			n++
+			oracle, routed, inf := atoi(t, r["oracle_cached_tokens"]), atoi(t, r["routed_cached_tokens"]), atoi(t, r["infinite_cached_tokens"])
+			if routed > oracle || oracle > inf {
+				t.Fatalf("%s: %s request %s: routed %d, oracle %d, infinite %d", tc.name, r["config"], r["id"], routed, oracle, inf)
+			}
+			if tc.name == "one-replica" && routed != oracle {
+				t.Fatalf("one replica: %s request %s: routed %d != oracle %d", r["config"], r["id"], routed, oracle)
+			}
+		}
+		if n != 3*150 {
+			t.Fatalf("%s: %d routed rows", tc.name, n)
+		}
+		var doc struct {
+			Runs map[string]struct {
+				Cache struct {
+					Regret   int64   `json:"regret_tokens"`
+					Infinite float64 `json:"infinite_cache_hit_ratio"`
+					Oracle   float64 `json:"oracle_hit_ratio"`
+					Routed   float64 `json:"routed_hit_ratio"`
+				}
+			}
+		}
+		sj, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+		if err := json.Unmarshal(sj, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for name, s := range doc.Runs {
+			c := s.Cache
+			if c.Regret < 0 || c.Routed > c.Oracle || c.Oracle > c.Infinite || (tc.name == "one-replica" && c.Regret != 0) {
+				t.Fatalf("%s/%s: %+v", tc.name, name, c)
+			}
+		}
+	}
+}
+
+// readCSVFile reads a CSV file with a header into one map per row.
+func readCSVFile(t *testing.T, path string) []map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, rec := range recs[1:] {
+		m := map[string]string{}
+		for i, h := range recs[0] {
+			m[h] = rec[i]
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
