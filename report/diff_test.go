@@ -640,6 +640,16 @@ func TestWriteDiffOutput(t *testing.T) {
 	if svg := readFile(t, filepath.Join(outs[0], PlotDiffHitRatio+".svg")); strings.Contains(svg, "no time series") {
 		t.Fatal("hit-ratio plot has no data")
 	}
+	// The checked-metrics bars: every panel titled with its unit, every
+	// colour in the legend (used here or not).
+	svg := readFile(t, filepath.Join(outs[0], PlotDiffMetrics+".svg"))
+	for _, want := range []string{">latency_ms.ttft.p99 (ms)<", ">throughput.requests_per_s (req/s)<", ">cache.true_hit_ratio (share)<",
+		">baseline<", ">current: within threshold<", ">current: regression<", ">current: improved<", ">current: beyond threshold,<",
+		">  within seed noise<", ">threshold (worst allowed)<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("%s.svg lacks %q", PlotDiffMetrics, want)
+		}
+	}
 	var js DiffResult
 	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(outs[0], DiffJSONFile))), &js); err != nil || js.Verdict != "regression" {
 		t.Fatalf("diff.json: %v %+v", err, js)
@@ -775,5 +785,42 @@ func TestDiffReadsLegacyEngineKeys(t *testing.T) {
 	}
 	if e := load(t, base).Runs[0].Summary.Config.Fleet[0].Engine; e.NumGPUBlocks != 1500 || e.DisablePrefixCaching {
 		t.Errorf("legacy engine decoded as %+v", e)
+	}
+}
+
+func TestMetricUnit(t *testing.T) {
+	for path, want := range map[string]string{
+		"latency_ms.ttft.p99":                                           "ms",
+		"throughput.requests_per_s":                                     "req/s",
+		"throughput.output_tokens_per_s":                                "tokens/s",
+		"offered_load.prompt_tokens_per_s":                              "tokens/s",
+		"offered_load.arrival_span_s":                                   "s",
+		"sim.simulated_s":                                               "s",
+		"cache.true_hit_ratio":                                          "share",
+		"cache.infinite_cache_hit_ratio":                                "share",
+		"cache.regret_tokens":                                           "tokens",
+		"cache.queue_effect_tokens":                                     "tokens",
+		"cache.per_replica_hit_ratio.default/vllm-0":                    "share",
+		"prediction.approx-prefix-cache-producer.mae":                   "share",
+		"prediction.approx-prefix-cache-producer.over_predicted_tokens": "share",
+		"prediction.approx-prefix-cache-producer.true_tokens":           "tokens",
+		"prediction.approx-prefix-cache-producer.phantom_rate":          "share",
+		"routing.load_imbalance":                                        "max/mean",
+		"routing.busiest_replica_share":                                 "share",
+		"routing.idle_replicas":                                         "replicas",
+		"routing.requests_per_replica.default/vllm-0":                   "requests",
+		"requests.rejected":                                             "requests",
+		"cache.evictions":                                               "blocks",
+		"cache.preemptions":                                             "preemptions",
+	} {
+		if got := MetricUnit(path); got != want {
+			t.Errorf("MetricUnit(%q) = %q, want %q", path, got, want)
+		}
+	}
+	// Every metric a threshold may name has a unit.
+	for _, path := range MetricPaths() {
+		if MetricUnit(path) == "" {
+			t.Errorf("%s has no unit", path)
+		}
 	}
 }
