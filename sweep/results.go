@@ -391,15 +391,15 @@ func (r *Results) pointDoc(p *PointResult) pointDoc {
 
 // sweepDoc is sweep.json.
 type sweepDoc struct {
-	Format      string     `json:"format"`
-	Hash        string     `json:"hash"`
-	Spec        SpecDoc    `json:"spec"`
-	Objectives  []string   `json:"objectives"`
-	Constraints []string   `json:"constraints,omitempty"`
-	PointsDone  int        `json:"points_done"`
-	Complete    bool       `json:"complete"`
-	Failed      int        `json:"failed"`
-	Best        *pointDoc  `json:"best"`
+	Format      string    `json:"format"`
+	Hash        string    `json:"hash"`
+	Spec        SpecDoc   `json:"spec"`
+	Objectives  []string  `json:"objectives"`
+	Constraints []string  `json:"constraints,omitempty"`
+	PointsDone  int       `json:"points_done"`
+	Complete    bool      `json:"complete"`
+	Failed      int       `json:"failed"`
+	Best        *pointDoc `json:"best"`
 	// Noise is the seed noise of the best point's margin; BestSwitchesOff
 	// the scorers its weights switch off (weight 0).
 	Noise           *Noise     `json:"noise,omitempty"`

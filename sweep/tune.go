@@ -674,8 +674,8 @@ type tuneDoc struct {
 		Noise *Noise `json:"noise,omitempty"`
 	} `json:"improvement"`
 	// BestSwitchesOff lists the scorers the best weights set to 0.
-	BestSwitchesOff []string `json:"best_switches_off,omitempty"`
-	Trajectory []*TuneEval `json:"trajectory"`
+	BestSwitchesOff []string    `json:"best_switches_off,omitempty"`
+	Trajectory      []*TuneEval `json:"trajectory"`
 }
 
 type paramDoc struct {
