@@ -78,7 +78,12 @@ func ratioPhrase(x, ref float64) string {
 // vs 490.3 ms) at 3.0× lower true hit ratio (0.058 vs 0.176)."
 func tradeOffSentence(x, ref NamedSummary) string {
 	xs, rs := x.Summary, ref.Summary
-	return x.Name + ": TTFT p50 " + ratioPhrase(xs.Latency.TTFT.P50, rs.Latency.TTFT.P50) + " than " + ref.Name +
+	ttft := ratioPhrase(xs.Latency.TTFT.P50, rs.Latency.TTFT.P50)
+	than := " than "
+	if strings.HasSuffix(ttft, "same") {
+		than = " as "
+	}
+	return x.Name + ": TTFT p50 " + ttft + than + ref.Name +
 		" (" + ff(xs.Latency.TTFT.P50, 1) + " vs " + ff(rs.Latency.TTFT.P50, 1) + " ms) at " +
 		ratioPhrase(xs.Cache.TrueHitRatio, rs.Cache.TrueHitRatio) + " true hit ratio (" +
 		ff(xs.Cache.TrueHitRatio, 3) + " vs " + ff(rs.Cache.TrueHitRatio, 3) + ")."

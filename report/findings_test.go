@@ -42,6 +42,12 @@ func TestTradeOffSentence(t *testing.T) {
 	if got := tradeOffSentence(rr, def); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
+	// Within 5%: "about the same as".
+	orc := NamedSummary{"oracle", fixedSummary(500.1, 230.4, 0.1683, 1.75, 5)}
+	want = "oracle: TTFT p50 about the same as default (500.1 vs 490.3 ms) at about the same true hit ratio (0.168 vs 0.176)."
+	if got := tradeOffSentence(orc, def); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
 }
 
 func TestQueueSentence(t *testing.T) {
