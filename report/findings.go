@@ -92,8 +92,9 @@ func tradeOffSentence(x, ref NamedSummary) string {
 // queueSentence says where the slower of two configs (by TTFT p50, when
 // they differ by at least 5%) loses its time, among what the summaries
 // measure: a longer replica queue wait (p50, at least 5% and 0.1 ms
-// longer) and a less even load (max/mean at least 5% higher, with its
-// idle replicas). "" when neither differs.
+// longer), slower engine steps (TPOT p50 at least 5% higher) and a less
+// even load (max/mean at least 5% higher, with its idle replicas). ""
+// when none differs.
 func queueSentence(x, ref NamedSummary) string {
 	slow, fast := x, ref
 	if slow.Summary.Latency.TTFT.P50 < fast.Summary.Latency.TTFT.P50 {
@@ -107,6 +108,9 @@ func queueSentence(x, ref NamedSummary) string {
 	if sq, fq := ss.Latency.Queue.P50, fs.Latency.Queue.P50; sq >= fq*(1+sameWithin) && sq-fq >= 0.1 {
 		parts = append(parts, "requests wait "+ff(sq, 1)+" ms (p50) in a replica queue before their first step, against "+
 			ff(fq, 1)+" ms under "+fast.Name)
+	}
+	if sp, fp := ss.Latency.TPOT.P50, fs.Latency.TPOT.P50; fp > 0 && sp >= fp*(1+sameWithin) {
+		parts = append(parts, "its replicas' steps are slower: TPOT p50 "+ff(sp, 2)+" ms against "+ff(fp, 2)+" ms")
 	}
 	if si, fi := ss.Routing.Imbalance, fs.Routing.Imbalance; si > 0 && fi > 0 && si >= fi*(1+sameWithin) {
 		p := "the load is less even: the busiest replica gets " + ff(si, 2) + "× the mean request count against " + ff(fi, 2) + "×"

@@ -9,7 +9,10 @@ import (
 // the default config on the shared Mooncake trace and 16 replicas.
 func fixedSummary(ttftP50, queueP50, trueRatio, imbalance float64, idle int) *Summary {
 	s := &Summary{}
-	s.Latency.TTFT.P50, s.Latency.Queue.P50 = ttftP50, queueP50
+	s.Latency.TTFT.P50, s.Latency.Queue.P50, s.Latency.TPOT.P50 = ttftP50, queueP50, 8
+	if idle > 0 {
+		s.Latency.TPOT.P50 = 10.03
+	}
 	s.Cache.TrueHitRatio = trueRatio
 	s.Routing.Imbalance, s.Routing.IdleReplicas, s.Routing.Replicas = imbalance, idle, 16
 	return s
@@ -54,7 +57,7 @@ func TestQueueSentence(t *testing.T) {
 	def := NamedSummary{"default", fixedSummary(490.3, 230.4, 0.1756, 1.74, 6)}
 	rr := NamedSummary{"round-robin", fixedSummary(196.1, 12.0, 0.0585, 1.00, 0)}
 	want := "Under default, requests wait 230.4 ms (p50) in a replica queue before their first step, against 12.0 ms under round-robin; " +
-		"the load is less even: the busiest replica gets 1.74× the mean request count against 1.00×, and 6 of 16 replicas get none."
+		"its replicas' steps are slower: TPOT p50 10.03 ms against 8.00 ms; the load is less even: the busiest replica gets 1.74× the mean request count against 1.00×, and 6 of 16 replicas get none."
 	// The slower config is named first whichever way round they come.
 	for _, pair := range [][2]NamedSummary{{rr, def}, {def, rr}} {
 		if got := queueSentence(pair[0], pair[1]); got != want {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -622,5 +623,55 @@ func TestOutputBeginRunAfterClose(t *testing.T) {
 	}
 	if o.err == nil {
 		t.Fatal("no error recorded for BeginRun after Close")
+	}
+}
+
+// TestReplicaHeatmapScales: the per-replica plot is a replica × time
+// heatmap per config whose rows grow with the fleet, so it stays
+// readable at 64 replicas (one row of panels per config; at most
+// maxReplicaLabels names on the axis).
+func TestReplicaHeatmapScales(t *testing.T) {
+	for _, replicas := range []int{16, 64} {
+		o, err := NewOutput(t.TempDir(), testMeta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.DPI = 20
+		var names []string
+		for i := range replicas {
+			names = append(names, "default/vllm-"+strconv.Itoa(i))
+		}
+		for _, cfg := range []string{"a", "b", "c"} {
+			o.StartRun(cfg, names...)
+			for k := range 50 {
+				for i := range replicas {
+					// Replica i is idle in config b when i is even.
+					busy := cfg != "b" || i%2 == 1
+					s := sim.Sample{Time: int64(k) * 1e9, Replica: i}
+					if busy {
+						s.Waiting, s.Running, s.KVUsage = k%5, 2, float64(i%10)/10
+					}
+					o.AddSample(&s)
+				}
+			}
+			o.EndRun(&Summary{}, names)
+		}
+		f := o.loadFigure()
+		// 0.4 + 0.9 in of margins and colour bars, then per config 1.6 in
+		// plus 0.04 in per replica.
+		if want := inches(1.3 + 3*(1.6+0.04*float64(replicas))); f.w != inches(11) || math.Abs(float64(f.h-want)) > 1e-9 {
+			t.Fatalf("%d replicas: figure %v × %v, want 11in × %v", replicas, f.w, f.h, want)
+		}
+		kv, q, ok := o.runs[1].grids()
+		if !ok || len(kv.z) != replicas || kv.z[0][10] != 0 || kv.z[1][10] != 10 || q.z[1][12] != 2 || q.max != 4 {
+			t.Fatalf("%d replicas: grids %v", replicas, ok)
+		}
+		if ts := replicaTicks(names, replicas); len(ts) != replicas || ts[0].Label != "vllm-0" || (replicas == 64 && (ts[1].Label != "" || ts[4].Label != "vllm-4")) {
+			t.Fatalf("%d replicas: ticks %v", replicas, ts[:5])
+		}
+		if _, err := render(f, 20); err != nil {
+			t.Fatal(err)
+		}
+		o.Abort()
 	}
 }

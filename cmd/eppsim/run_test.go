@@ -382,3 +382,76 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestMooncakeComparisonReport is issue 13's acceptance run (make
+// test-long): the shared Mooncake trace on 16 replicas behind default,
+// round-robin and oracle. report.md opens with the trade-off and the idle
+// replicas, shows the ladder chart and the error-by-cause table, every
+// request's regret is ≥ 0 in every config, and the same holds on one
+// replica (the first 1,500 requests: one replica cannot keep up with the
+// whole trace's rate in reasonable simulated time), where regret is 0.
+func TestMooncakeComparisonReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole-trace comparison: make test-long")
+	}
+	if _, err := os.Stat(sharedMooncake); err != nil {
+		t.Skip("shared Mooncake trace not present")
+	}
+	dir := t.TempDir()
+	configs := []string{"--epp-config", "default", "--epp-config", "round-robin", "--epp-config", "oracle", "--progress", "never"}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"16", []string{"--replicas", "16"}},
+		{"1", []string{"--replicas", "1", "--max-requests", "1500"}},
+	} {
+		out := filepath.Join(dir, tc.name)
+		args := append(append([]string{"run", "--trace", sharedMooncake, "--out", out}, tc.args...), configs...)
+		table, _, err := runCLI(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := readCSVFile(t, filepath.Join(out, "requests.csv"))
+		for _, r := range rows {
+			if r["replica"] == "" {
+				continue
+			}
+			o, rt := atoi(t, r["oracle_cached_tokens"]), atoi(t, r["routed_cached_tokens"])
+			if rt > o || o > atoi(t, r["infinite_cached_tokens"]) || (tc.name == "1" && rt != o) {
+				t.Fatalf("%s replicas, %s request %s: routed %d, oracle %d, infinite %s", tc.name, r["config"], r["id"], rt, o, r["infinite_cached_tokens"])
+			}
+		}
+		md, err := os.ReadFile(filepath.Join(out, "report.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(out, "metrics.md")); err != nil {
+			t.Fatal(err)
+		}
+		text := string(md)
+		first := text[strings.Index(text, "## What this run shows"):strings.Index(text, "## Headline metrics")]
+		for _, want := range []string{"- round-robin: TTFT p50 ", " default (", " true hit ratio (", "- oracle: TTFT p50 "} {
+			if !strings.Contains(first, want) {
+				t.Errorf("%s replicas: the first section lacks %q:\n%s", tc.name, want, first)
+			}
+		}
+		for _, want := range []string{"![Hit-rate ladder per config](hit_ladder.png)", "## Prediction error by cause\n",
+			"| evictions the index did not see (eviction\\_unseen) |", "[metrics.md](metrics.md)"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s replicas: report.md lacks %q", tc.name, want)
+			}
+		}
+		if tc.name == "16" {
+			// The default config leaves replicas idle on this trace, and
+			// the first section says so.
+			if !regexp.MustCompile(`- default (decides [0-9.]+% of requests by tie-break and )?leaves \d+ of 16 replicas idle`).MatchString(first) {
+				t.Errorf("the first section does not name default's idle replicas:\n%s", first)
+			}
+			if !regexp.MustCompile(`- round-robin: TTFT p50 [0-9.]+× lower than default \(`).MatchString(first) {
+				t.Errorf("the first section does not state round-robin's TTFT against default's:\n%s", first)
+			}
+			t.Logf("Mooncake, 16 replicas:\n%s", table)
+		}
+	}
+}
