@@ -675,3 +675,45 @@ func TestReplicaHeatmapScales(t *testing.T) {
 		o.Abort()
 	}
 }
+
+// TestLadderAndHitRatioPlotLabels: the ladder chart has its four rungs in
+// the legend and each bar's percentage; the hit ratio over time has one
+// "CONFIG · MEASURE" line per config and measure — a config named
+// "oracle" gives "oracle · best replica", never "oracle oracle".
+func TestLadderAndHitRatioPlotLabels(t *testing.T) {
+	dir := t.TempDir()
+	o, err := NewOutput(dir, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DPI = 20
+	for _, name := range []string{"default", "oracle"} {
+		o.StartRun(name, "r0", "r1")
+		for i := range fixtures[0].records {
+			o.AddRecord(&fixtures[0].records[i])
+		}
+		o.EndRun(summaryOf(fixtures[0]), []string{"r0", "r1"})
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ladder := readFile(t, filepath.Join(dir, PlotHitLadder+".svg"))
+	// Fixture a: infinite 288/300, oracle 208/300, routed and true 64/300.
+	for _, want := range []string{">infinite cache (trace bound)<", ">oracle: best replica at routing<", ">routed: chosen replica at routing<",
+		">true: reused at first step<", ">96.0<", ">69.3<", ">21.3<", ">default<", ">oracle<"} {
+		if !strings.Contains(ladder, want) {
+			t.Errorf("%s.svg lacks %q", PlotHitLadder, want)
+		}
+	}
+	hit := readFile(t, filepath.Join(dir, PlotHitRatio+".svg"))
+	for _, want := range []string{">default · true<", ">default · routed<", ">default · best replica<", ">oracle · true<",
+		">oracle · routed<", ">oracle · best replica<", ">infinite cache<"} {
+		if !strings.Contains(hit, want) {
+			t.Errorf("%s.svg lacks %q", PlotHitRatio, want)
+		}
+	}
+	// Identical infinite-cache lines are drawn once.
+	if strings.Contains(hit, "oracle oracle") || strings.Count(hit, ">infinite cache") != 1 {
+		t.Errorf("%s.svg: legend has 'oracle oracle' or a repeated infinite-cache line", PlotHitRatio)
+	}
+}

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"strings"
@@ -126,5 +127,42 @@ func TestIntegerTicks(t *testing.T) {
 		if got := labels(IntegerTicks{}.Ticks(tc.lo, tc.hi)); !slices.Equal(got, tc.want) {
 			t.Errorf("ticks %v–%v: %v, want %v", tc.lo, tc.hi, got, tc.want)
 		}
+	}
+}
+
+// TestSweepJSONStatesNoiseAndSwitchedOff: evaluating a finished sweep
+// whose best point sets the prefix scorer's weight to 0 says so in
+// sweep.json, with the seed-noise statement.
+func TestSweepJSONStatesNoiseAndSwitchedOff(t *testing.T) {
+	h := &logHeader{Spec: SpecDoc{Points: 2, Dims: []DimDoc{{Name: "prefix-cache-scorer.weight", Values: []string{"3", "0"}}}}}
+	recs := []Record{
+		{Index: 0, Values: []string{"3"}, Summary: []byte(`{"latency_ms":{"ttft":{"p99":100}}}`)},
+		{Index: 1, Values: []string{"0"}, Summary: []byte(`{"latency_ms":{"ttft":{"p99":80}}}`)},
+	}
+	r, err := evaluate(h, recs, []Objective{minimiseTTFT(t)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Best == nil || r.Best.Index != 1 || !slices.Equal(r.SwitchedOff, []string{"prefix-cache-scorer"}) {
+		t.Fatalf("best %+v, switched off %v", r.Best, r.SwitchedOff)
+	}
+	b, err := r.sweepJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Noise struct {
+			Seeds    int    `json:"seeds"`
+			Verified bool   `json:"verified"`
+			Note     string `json:"note"`
+		} `json:"noise"`
+		BestSwitchesOff []string `json:"best_switches_off"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Noise.Seeds != 1 || doc.Noise.Verified || !strings.Contains(doc.Noise.Note, "unverified against seed noise") ||
+		!slices.Equal(doc.BestSwitchesOff, []string{"prefix-cache-scorer"}) {
+		t.Fatalf("sweep.json %+v", doc)
 	}
 }
