@@ -72,6 +72,10 @@ func appendRequestRow(b []byte, config string, rec *sim.Record) ([]byte, int) {
 	b = append(b, ',')
 	b = strconv.AppendInt(b, int64(rec.OracleCachedTokens), 10)
 	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(rec.RoutedCachedTokens), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(rec.InfiniteCachedTokens), 10)
+	b = append(b, ',')
 	if rec.HasPredicted {
 		b = appendFraction(b, rec.Predicted)
 	}

@@ -292,7 +292,7 @@ func TestParseThresholdErrors(t *testing.T) {
 		{"latency_ms.ttft.p99:+0x1p3", `"0x1p3" is not a non-negative decimal number`},
 		{"latency_ms.ttft.p99:+1e999", `"1e999" is out of range`},
 		{"latency_ms.ttfx.p99:+5%", `unknown metric "latency_ms.ttfx.p99": "ttfx" is not one of latency_ms.{ttft, tpot, e2e, queue}`},
-		{"latency.ttft.p99:+5%", `"latency" is not one of {requests, latency_ms, throughput, cache, prediction, routing, sim}`},
+		{"latency.ttft.p99:+5%", `"latency" is not one of {requests, latency_ms, offered_load, throughput, cache, prediction, routing, sim}`},
 		{"latency_ms.ttft:+5%", `"latency_ms.ttft" is a group, not a number: pick one of latency_ms.ttft.{mean, p50, p90, p95, p99, max}`},
 		{"latency_ms.ttft.p99.x:+5%", `latency_ms.ttft.p99 is a number, it has no "x"`},
 		{"latency_ms..p99:+5%", "has an empty path element"},
@@ -537,7 +537,8 @@ func TestDiffStrictMode(t *testing.T) {
 	}
 	want := []string{"cache.evictions: 0 → 3", `config.epp.profiles[0].name: "default" → "other"`, "latency_ms.queue.p50: 0 → 1e-06",
 		`prediction: {"approx-prefix-cache-producer":{"bias":0,"calibration":null,"mae":0.1,"mean_predicted_fraction":0,` +
-			`"mean_true_fraction":0,"missed_rate":0,"overpredicted_rate":0,"phantom_rate":0,"requests":100,"underpredicted_rate":0}} → (absent)`}
+			`"mean_true_fraction":0,"missed_rate":0,"over_predicted_tokens":0,"overpredicted_rate":0,"phantom_rate":0,"predicted_tokens":0,` +
+			`"requests":100,"true_tokens":0,"under_predicted_tokens":0,"underpredicted_rate":0}} → (absent)`}
 	if !slices.Equal(fields, want) {
 		t.Fatalf("changes:\n%s\nwant:\n%s", strings.Join(fields, "\n"), strings.Join(want, "\n"))
 	}
@@ -628,8 +629,8 @@ func TestWriteDiffOutput(t *testing.T) {
 		}
 	}
 	html := readFile(t, filepath.Join(outs[0], DiffHTMLFile))
-	if strings.Count(html, "<svg") != 3 || !strings.Contains(html, "REGRESSION: a: latency_ms.ttft.p99") {
-		t.Fatalf("html: %d svgs", strings.Count(html, "<svg"))
+	if strings.Count(html, `src="data:image/png;base64,`) != 3 || !strings.Contains(html, "REGRESSION: a: latency_ms.ttft.p99") {
+		t.Fatalf("html: %d inline PNG images", strings.Count(html, `src="data:image/png;base64,`))
 	}
 	// The TTFT plot used requests.csv (no "(percentiles)" legend); the
 	// hit-ratio plot drew lines.
@@ -638,6 +639,16 @@ func TestWriteDiffOutput(t *testing.T) {
 	}
 	if svg := readFile(t, filepath.Join(outs[0], PlotDiffHitRatio+".svg")); strings.Contains(svg, "no time series") {
 		t.Fatal("hit-ratio plot has no data")
+	}
+	// The checked-metrics bars: every panel titled with its unit, every
+	// colour in the legend (used here or not).
+	svg := readFile(t, filepath.Join(outs[0], PlotDiffMetrics+".svg"))
+	for _, want := range []string{">latency_ms.ttft.p99 (ms)<", ">throughput.requests_per_s (req/s)<", ">cache.true_hit_ratio (share)<",
+		">baseline<", ">current: within threshold<", ">current: regression<", ">current: improved<", ">current: beyond threshold,<",
+		">  within seed noise<", ">threshold (worst allowed)<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("%s.svg lacks %q", PlotDiffMetrics, want)
+		}
 	}
 	var js DiffResult
 	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(outs[0], DiffJSONFile))), &js); err != nil || js.Verdict != "regression" {
@@ -774,5 +785,42 @@ func TestDiffReadsLegacyEngineKeys(t *testing.T) {
 	}
 	if e := load(t, base).Runs[0].Summary.Config.Fleet[0].Engine; e.NumGPUBlocks != 1500 || e.DisablePrefixCaching {
 		t.Errorf("legacy engine decoded as %+v", e)
+	}
+}
+
+func TestMetricUnit(t *testing.T) {
+	for path, want := range map[string]string{
+		"latency_ms.ttft.p99":                                           "ms",
+		"throughput.requests_per_s":                                     "req/s",
+		"throughput.output_tokens_per_s":                                "tokens/s",
+		"offered_load.prompt_tokens_per_s":                              "tokens/s",
+		"offered_load.arrival_span_s":                                   "s",
+		"sim.simulated_s":                                               "s",
+		"cache.true_hit_ratio":                                          "share",
+		"cache.infinite_cache_hit_ratio":                                "share",
+		"cache.regret_tokens":                                           "tokens",
+		"cache.queue_effect_tokens":                                     "tokens",
+		"cache.per_replica_hit_ratio.default/vllm-0":                    "share",
+		"prediction.approx-prefix-cache-producer.mae":                   "share",
+		"prediction.approx-prefix-cache-producer.over_predicted_tokens": "share",
+		"prediction.approx-prefix-cache-producer.true_tokens":           "tokens",
+		"prediction.approx-prefix-cache-producer.phantom_rate":          "share",
+		"routing.load_imbalance":                                        "max/mean",
+		"routing.busiest_replica_share":                                 "share",
+		"routing.idle_replicas":                                         "replicas",
+		"routing.requests_per_replica.default/vllm-0":                   "requests",
+		"requests.rejected":                                             "requests",
+		"cache.evictions":                                               "blocks",
+		"cache.preemptions":                                             "preemptions",
+	} {
+		if got := MetricUnit(path); got != want {
+			t.Errorf("MetricUnit(%q) = %q, want %q", path, got, want)
+		}
+	}
+	// Every metric a threshold may name has a unit.
+	for _, path := range MetricPaths() {
+		if MetricUnit(path) == "" {
+			t.Errorf("%s has no unit", path)
+		}
 	}
 }

@@ -112,7 +112,7 @@ func (d *sideData) readRequests(dir string, labelOf map[string]string) (ok bool,
 			tb = &timeBins{}
 			byTime[g] = tb
 		}
-		tb.add(int64(arr*1e9), cached, 0, prompt)
+		tb.add(int64(arr*1e9), binVals{binCached: cached, binPrompt: prompt})
 		return nil
 	})
 	if errors.Is(err, os.ErrNotExist) {
@@ -131,7 +131,7 @@ func (d *sideData) readRequests(dir string, labelOf map[string]string) (ok bool,
 		}
 		// Several runs (seeds) of one label: pool their tokens.
 		for k, b := range tb.bins {
-			d.byTime[g].add(int64(k)*tb.width, b[0], b[1], b[2])
+			d.byTime[g].add(int64(k)*tb.width, b)
 		}
 	}
 	return true, nil
@@ -280,7 +280,7 @@ func WriteDiffOutput(dir string, res *DiffResult, dpi int) (err error) {
 		name string
 		data []byte
 	}
-	files := []namedFile{{DiffMarkdownFile, res.Markdown()}, {DiffJSONFile, js}, {DiffHTMLFile, res.html(plots)}}
+	files := []namedFile{{DiffMarkdownFile, res.Markdown()}, {DiffJSONFile, js}, {DiffHTMLFile, res.html(plots, dpi)}}
 	for _, p := range plots {
 		files = append(files, namedFile{p.name + ".svg", p.svg}, namedFile{p.name + ".png", p.png})
 	}
@@ -314,8 +314,60 @@ var (
 	regressRed  = color.RGBA{R: 214, G: 39, B: 40, A: 255}
 	improvedGrn = color.RGBA{R: 44, G: 160, B: 44, A: 255}
 	currentBlue = color.RGBA{R: 31, G: 119, B: 180, A: 255}
+	noiseAmber  = color.RGBA{R: 230, G: 159, B: 0, A: 255}
 	baseGrey    = color.RGBA{R: 170, G: 170, B: 170, A: 255}
 )
+
+// verdictColor is the colour of a current-side bar: one colour per
+// verdict, each explained in the legend.
+func verdictColor(v Verdict) color.Color {
+	switch v {
+	case VerdictRegression:
+		return regressRed
+	case VerdictImproved:
+		return improvedGrn
+	case VerdictNoise:
+		return noiseAmber
+	}
+	return currentBlue
+}
+
+// MetricUnit is the unit of a summary metric path, for axis labels and
+// panel titles: "ms", "req/s", "tokens/s", "tokens", "s", "share" (a
+// fraction in [0, 1]), "requests", ... ("" when unknown).
+func MetricUnit(path string) string {
+	leaf := path[strings.LastIndexByte(path, '.')+1:]
+	switch {
+	case strings.HasPrefix(path, "latency_ms."):
+		return "ms"
+	case leaf == "requests_per_s" || leaf == "requests_per_wall_s":
+		return "req/s"
+	case strings.HasSuffix(leaf, "tokens_per_s"):
+		return "tokens/s"
+	case strings.HasSuffix(leaf, "_s"):
+		return "s"
+	case leaf == "predicted_tokens" || leaf == "true_tokens" || strings.HasSuffix(leaf, "_tokens") && strings.HasPrefix(path, "cache."):
+		return "tokens"
+	case strings.HasSuffix(leaf, "_ratio") || strings.HasSuffix(leaf, "_rate") || strings.HasSuffix(leaf, "_share") ||
+		strings.HasSuffix(leaf, "_fraction") || leaf == "mae" || leaf == "bias" || leaf == "over_predicted_tokens" ||
+		leaf == "under_predicted_tokens" || strings.HasPrefix(path, "cache.per_replica_hit_ratio."):
+		return "share"
+	case leaf == "load_imbalance":
+		return "max/mean"
+	case strings.Contains(path, "_by_cause."):
+		return "share"
+	case strings.HasPrefix(path, "requests.") || strings.HasPrefix(path, "routing.requests_per_replica.") ||
+		strings.HasPrefix(path, "prediction.") && leaf == "requests":
+		return "requests"
+	case leaf == "replicas" || leaf == "idle_replicas":
+		return "replicas"
+	case leaf == "evictions":
+		return "blocks"
+	case leaf == "preemptions" || leaf == "events":
+		return leaf
+	}
+	return ""
+}
 
 // percentileCDF is the step CDF known from a summary: at p50, p90, p95,
 // p99 and max (means over the group's runs), on a log10 x axis.
@@ -449,7 +501,11 @@ func diffMetricsFigure(res *DiffResult) figure {
 	l := newLegend()
 	for k, m := range metrics {
 		var names []string
-		p := newPlot(shortMetric(m), "", "")
+		title, unit := shortMetric(m), MetricUnit(m)
+		if unit != "" {
+			title += " (" + unit + ")"
+		}
+		p := newPlot(title, "", unit)
 		p.Title.TextStyle.Font.Size = vg.Points(11)
 		x := 0
 		ymin, ymax := 0.0, 0.0
@@ -460,13 +516,7 @@ func diffMetricsFigure(res *DiffResult) figure {
 			}
 			r := pr.Rows[i]
 			names = append(names, pr.Label())
-			cc := currentBlue
-			switch r.Verdict {
-			case VerdictRegression:
-				cc = regressRed
-			case VerdictImproved:
-				cc = improvedGrn
-			}
+			cc := verdictColor(r.Verdict)
 			const off, half = 0.2, 0.17
 			for _, b := range []struct {
 				s   *SideStat
@@ -488,16 +538,6 @@ func diffMetricsFigure(res *DiffResult) figure {
 						p.Add(eb)
 					}
 				}
-				if k == 0 && x == 0 {
-					lbl := "baseline"
-					if b.pos > float64(x) {
-						lbl = "current (red: regression,"
-					}
-					l.Add(lbl, bc)
-					if b.pos > float64(x) {
-						l.Add("  green: improved)")
-					}
-				}
 			}
 			lim := r.Baseline.Mean + float64(r.th.Sign)*r.Limit
 			ymin, ymax = math.Min(ymin, lim), math.Max(ymax, lim)
@@ -505,12 +545,7 @@ func diffMetricsFigure(res *DiffResult) figure {
 			if err == nil {
 				ln.LineStyle = draw.LineStyle{Color: regressRed, Width: vg.Points(1.5), Dashes: []vg.Length{vg.Points(4), vg.Points(2)}}
 				p.Add(ln)
-				if k == 0 && x == 0 {
-					l.Add("threshold (worst allowed)", ln)
-					if res.multiSeed {
-						l.Add("error bars: ± sd over seeds")
-					}
-				}
+
 			}
 			x++
 		}
@@ -527,10 +562,30 @@ func diffMetricsFigure(res *DiffResult) figure {
 		p.Y.Tick.Marker = PlainTicks{}
 		plots[k/cols][k%cols] = p
 	}
-	f.w = inches(3.4*float64(cols) + 2.3)
-	f.h = inches(3.2 * float64(rows))
+	// Every colour of the bars, whether or not this comparison uses it.
+	for _, e := range []struct {
+		label string
+		col   color.Color
+	}{{"baseline", baseGrey}, {"current: within threshold", currentBlue}, {"current: regression", regressRed},
+		{"current: improved", improvedGrn}, {"current: beyond threshold,", noiseAmber}} {
+		if bc, err := plotter.NewBarChart(plotter.Values{1}, vg.Points(8)); err == nil {
+			bc.Color, bc.LineStyle.Width = e.col, 0
+			l.Add(e.label, bc)
+		}
+	}
+	l.Add("  within seed noise")
+	if th, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 0}}); err == nil {
+		th.LineStyle = draw.LineStyle{Color: regressRed, Width: vg.Points(1.5), Dashes: []vg.Length{vg.Points(4), vg.Points(2)}}
+		l.Add("threshold (worst allowed)", th)
+	}
+	if res.multiSeed {
+		l.Add("error bars: ± sd over seeds")
+	}
+	l.Add("panel title: metric (unit)")
+	f.w = inches(3.4*float64(cols) + 2.6)
+	f.h = inches(math.Max(3.2*float64(rows), 3.4))
 	f.draw = func(c draw.Canvas) {
-		withLegend(c, l, 6, func(c draw.Canvas) {
+		withLegend(c, l, 10, func(c draw.Canvas) {
 			drawGrid(c, plots, vg.Points(14))
 		})
 	}
@@ -594,8 +649,8 @@ func diffHitFigure(res *DiffResult, bd, cd *sideData) figure {
 				bins, width := tb.coarsened(maxPts)
 				w := float64(width) / 1e9
 				for k, b := range bins {
-					if b[2] > 0 {
-						pts = append(pts, plotter.XY{X: (float64(k) + 0.5) * w, Y: float64(b[0]) / float64(b[2])})
+					if b[binPrompt] > 0 {
+						pts = append(pts, plotter.XY{X: (float64(k) + 0.5) * w, Y: float64(b[binCached]) / float64(b[binPrompt])})
 					}
 				}
 			} else if s := side.d.replica[pr.Label()]; s != nil {
@@ -643,7 +698,7 @@ const diffStyle = `td.regression{color:#b00;font-weight:700}td.improved{color:#0
 `
 
 // html renders diff.html: self-contained, plots inline as SVG.
-func (r *DiffResult) html(plots []renderedPlot) []byte {
+func (r *DiffResult) html(plots []renderedPlot, dpi int) []byte {
 	var b bytes.Buffer
 	esc := html.EscapeString
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>eppsim diff</title>\n<style>\n")
@@ -692,10 +747,7 @@ func (r *DiffResult) html(plots []renderedPlot) []byte {
 		"when the change also exceeds the noise band: 2·sd(c_i − b_i)/√n over the per-seed differences when both sides ran " +
 		"the same seeds, else 2·√(sd_b²/n_b + sd_c²/n_c).</p>\n<h2>Plots</h2>\n")
 	for _, p := range plots {
-		b.WriteString("<figure id=\"" + p.name + "\">\n<figcaption>" + esc(diffPlotTitles[p.name]) +
-			" <small>(" + p.name + ".svg, " + p.name + ".png)</small></figcaption>\n")
-		b.Write(inlineSVG(p.svg))
-		b.WriteString("</figure>\n")
+		writeFigure(&b, p, diffPlotTitles[p.name], dpi)
 	}
 	b.WriteString("</body>\n</html>\n")
 	return b.Bytes()

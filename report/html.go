@@ -2,7 +2,9 @@ package report
 
 import (
 	"bytes"
+	"encoding/base64"
 	"html"
+	"image/png"
 	"strconv"
 )
 
@@ -11,13 +13,14 @@ h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid 
 dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:600}dd{margin:0}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #ccc;padding:.3em .7em}td{text-align:right}td:first-child,th:first-child{text-align:left}
-th{background:#f2f2f2}tr:nth-child(even) td{background:#fafafa}
+th{background:#f2f2f2}tr:nth-child(even) td{background:#fafafa}tr.group td{background:#e8eef6;font-weight:600;text-align:left}
 figure{margin:1.2em 0}figcaption{font-weight:600;margin-bottom:.4em}
-figure svg{max-width:100%;height:auto;border:1px solid #eee}
-code{background:#f4f4f4;padding:0 .2em}p.note{color:#555;font-size:.9em}
+figure img{max-width:100%;height:auto;border:1px solid #eee}
+code{background:#f4f4f4;padding:0 .2em}p.note{color:#555;font-size:.9em}ul.findings li{margin:.3em 0}
 `
 
-// html renders report.html: self-contained, with the plots inline as SVG.
+// html renders report.html: self-contained, with the plots as PNG images
+// in data: URLs (the SVG files are next to it).
 func (o *Output) html(plots []renderedPlot) []byte {
 	var b bytes.Buffer
 	esc := html.EscapeString
@@ -36,22 +39,72 @@ func (o *Output) html(plots []renderedPlot) []byte {
 	if o.meta.Command != "" {
 		item("command", "<code>"+esc(o.meta.Command)+"</code>")
 	}
-	b.WriteString("</dl>\n<h2>Headline metrics</h2>\n<table>\n<thead><tr><th>metric</th>")
+	b.WriteString("</dl>\n")
+	runs := o.namedSummaries()
+
+	b.WriteString("<h2 id=\"what-this-run-shows\">What this run shows</h2>\n<ul class=\"findings\">\n")
+	for _, f := range Findings(runs) {
+		b.WriteString("<li>" + esc(f) + "</li>\n")
+	}
+	b.WriteString("</ul>\n<p class=\"note\">Every metric is defined, with its formula, unit and when it is undefined, in <a href=\"" +
+		MetricsDocLink + "\">" + MetricsDocLink + "</a> (eppsim's <code>docs/metrics.md</code>, copied next to this report).</p>\n")
+
+	b.WriteString("<h2>Headline metrics</h2>\n<table>\n<thead><tr><th>metric</th>")
 	for _, r := range o.runs {
 		b.WriteString("<th>" + esc(r.name) + "</th>")
 	}
 	b.WriteString("</tr></thead>\n<tbody>\n")
-	for _, m := range o.headline() {
-		b.WriteString("<tr><td>" + esc(m.label) + "</td>")
-		for _, r := range o.runs {
-			b.WriteString("<td>" + esc(m.cell(r)) + "</td>")
+	for _, row := range HeadlineRows(runs) {
+		if row.Label == "" {
+			b.WriteString("<tr class=\"group\"><td colspan=\"" + strconv.Itoa(len(o.runs)+1) + "\">" + esc(row.Group) + "</td></tr>\n")
+			continue
+		}
+		b.WriteString("<tr><td>" + esc(row.Label) + "</td>")
+		for _, c := range row.Cells {
+			b.WriteString("<td>" + esc(c) + "</td>")
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</tbody>\n</table>\n")
-	b.WriteString("<p class=\"note\">Latencies are nearest-rank percentiles over completed requests after warm-up. " +
-		"Hit ratios are token-weighted over the fleet; regret is Σ(oracle − true) cached tokens. " +
-		"Prediction rows compare the approximate prefix producer's predicted match with the true reuse on the chosen replica.</p>\n")
+	b.WriteString("</tbody>\n</table>\n<p class=\"note\">" + esc(tableNote) + "</p>\n")
+
+	byName := map[string]renderedPlot{}
+	for _, p := range plots {
+		byName[p.name] = p
+	}
+	b.WriteString("<h2>Hit-rate ladder</h2>\n<p>" + esc(ladderNote) + "</p>\n")
+	if p, ok := byName[PlotHitLadder]; ok {
+		writeFigure(&b, p, plotTitles[p.name], o.DPI)
+	}
+
+	if cols := causeColumns(runs); len(cols) > 0 {
+		b.WriteString("<h2>Prediction error by cause</h2>\n<p>" + esc(causeNote) + "</p>\n")
+		writeHTMLTable(&b, "cause", cols, causeRows(cols))
+		b.WriteString("<p class=\"note\">" + esc(rateNote) + "</p>\n")
+		rcols := rateColumns(cols)
+		writeHTMLTable(&b, "per-request rate", rcols, rateRows(rcols))
+	}
+
+	b.WriteString("<h2>Routing</h2>\n<ul>\n")
+	for _, line := range o.routingLines() {
+		b.WriteString("<li>" + esc(line) + "</li>\n")
+	}
+	b.WriteString("</ul>\n")
+	if names := o.replicaOrder(); len(names) > 0 {
+		b.WriteString("<table>\n<thead><tr><th>replica (requests)</th>")
+		for _, r := range o.runs {
+			b.WriteString("<th>" + esc(r.name) + "</th>")
+		}
+		b.WriteString("</tr></thead>\n<tbody>\n")
+		for _, n := range names {
+			b.WriteString("<tr><td>" + esc(n) + "</td>")
+			for _, r := range o.runs {
+				b.WriteString("<td>" + esc(replicaCell(r.sum, n)) + "</td>")
+			}
+			b.WriteString("</tr>\n")
+		}
+		b.WriteString("</tbody>\n</table>\n")
+	}
+
 	if notes := o.allNotes(); len(notes) > 0 {
 		b.WriteString("<h2>Notes</h2>\n<ul>\n")
 		for _, n := range notes {
@@ -61,20 +114,43 @@ func (o *Output) html(plots []renderedPlot) []byte {
 	}
 	b.WriteString("<h2>Plots</h2>\n")
 	for _, p := range plots {
-		b.WriteString("<figure id=\"" + p.name + "\">\n<figcaption>" + esc(plotTitles[p.name]) +
-			" <small>(" + p.name + ".svg, " + p.name + ".png)</small></figcaption>\n")
-		b.Write(inlineSVG(p.svg))
-		b.WriteString("</figure>\n")
+		if p.name == PlotHitLadder {
+			continue
+		}
+		writeFigure(&b, p, plotTitles[p.name], o.DPI)
 	}
 	b.WriteString("</body>\n</html>\n")
 	return b.Bytes()
 }
 
-// inlineSVG strips the XML prolog and comments before the <svg> element so
-// that the document can be embedded in HTML.
-func inlineSVG(svg []byte) []byte {
-	if i := bytes.Index(svg, []byte("<svg")); i >= 0 {
-		svg = svg[i:]
+// writeHTMLTable writes a table with one column per cause column.
+func writeHTMLTable(b *bytes.Buffer, corner string, cols []causeColumn, rows []Row) {
+	esc := html.EscapeString
+	b.WriteString("<table>\n<thead><tr><th>" + esc(corner) + "</th>")
+	for _, c := range cols {
+		b.WriteString("<th>" + esc(c.title) + "</th>")
 	}
-	return svg
+	b.WriteString("</tr></thead>\n<tbody>\n")
+	for _, row := range rows {
+		b.WriteString("<tr><td>" + esc(row.Label) + "</td>")
+		for _, c := range row.Cells {
+			b.WriteString("<td>" + esc(c) + "</td>")
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</tbody>\n</table>\n")
+}
+
+// writeFigure writes a plot as a figure holding its PNG as a data: URL,
+// displayed at its size in CSS pixels (96 per inch).
+func writeFigure(b *bytes.Buffer, p renderedPlot, title string, dpi int) {
+	esc := html.EscapeString
+	b.WriteString("<figure id=\"" + p.name + "\">\n<figcaption>" + esc(title) +
+		" <small>(" + p.name + ".svg, " + p.name + ".png)</small></figcaption>\n<img alt=\"" + esc(title) + "\"")
+	if cfg, err := png.DecodeConfig(bytes.NewReader(p.png)); err == nil && dpi > 0 {
+		b.WriteString(" width=\"" + strconv.Itoa(cfg.Width*96/dpi) + "\" height=\"" + strconv.Itoa(cfg.Height*96/dpi) + "\"")
+	}
+	b.WriteString(" src=\"data:image/png;base64,")
+	b.WriteString(base64.StdEncoding.EncodeToString(p.png))
+	b.WriteString("\">\n</figure>\n")
 }

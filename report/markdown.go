@@ -3,86 +3,33 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 )
 
-// metric is one row of the headline table.
-type metric struct {
-	label string
-	value func(*Summary) string
-}
-
-const dash = "–"
-
-func ff(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
-
-// headline lists the metrics that report.md and report.html compare side
-// by side; prediction rows appear for each prefix producer that some run
-// has.
-func (o *Output) headline() []metric {
-	ms := []metric{
-		{"requests completed / total", func(s *Summary) string {
-			return strconv.Itoa(s.Requests.Complete) + " / " + strconv.Itoa(s.Requests.Total)
-		}},
-		{"rejected", func(s *Summary) string { return strconv.Itoa(s.Requests.Rejected) }},
-		{"in flight at end", func(s *Summary) string { return strconv.Itoa(s.Requests.InFlight) }},
-		{"TTFT p50 (ms)", func(s *Summary) string { return ff(s.Latency.TTFT.P50, 1) }},
-		{"TTFT p99 (ms)", func(s *Summary) string { return ff(s.Latency.TTFT.P99, 1) }},
-		{"TPOT p50 (ms)", func(s *Summary) string { return ff(s.Latency.TPOT.P50, 2) }},
-		{"E2E p99 (ms)", func(s *Summary) string { return ff(s.Latency.E2E.P99, 1) }},
-		{"throughput (req/s)", func(s *Summary) string { return ff(s.Throughput.RequestsPerS, 2) }},
-		{"output tokens/s", func(s *Summary) string { return ff(s.Throughput.OutputTokensPerS, 0) }},
-		{"true hit ratio", func(s *Summary) string { return ff(s.Cache.TrueHitRatio, 3) }},
-		{"oracle hit ratio", func(s *Summary) string { return ff(s.Cache.OracleHitRatio, 3) }},
-		{"regret (tokens)", func(s *Summary) string { return strconv.FormatInt(s.Cache.RegretTokens, 10) }},
+// namedSummaries lists the runs' summaries in run order.
+func (o *Output) namedSummaries() []NamedSummary {
+	out := make([]NamedSummary, len(o.runs))
+	for i, r := range o.runs {
+		out[i] = NamedSummary{Name: r.name, Summary: r.sum}
 	}
-	for _, pr := range []struct{ key, label string }{{approxProducer, "approx"}, {preciseProducer, "precise"}} {
-		present := false
-		for _, r := range o.runs {
-			present = present || (r.sum != nil && r.sum.Prediction[pr.key] != nil)
-		}
-		if !present {
-			continue
-		}
-		row := func(label string, f func(*Prediction) float64) metric {
-			return metric{label + " (" + pr.label + ")", func(s *Summary) string {
-				if p := s.Prediction[pr.key]; p != nil {
-					return ff(f(p), 3)
-				}
-				return dash
-			}}
-		}
-		ms = append(ms,
-			row("prediction MAE", func(p *Prediction) float64 { return p.MAE }),
-			row("prediction bias", func(p *Prediction) float64 { return p.Bias }),
-			row("phantom hit rate", func(p *Prediction) float64 { return p.PhantomRate }),
-			row("missed hit rate", func(p *Prediction) float64 { return p.MissedRate }))
-	}
-	return append(ms,
-		metric{"load imbalance (max/mean)", func(s *Summary) string { return ff(s.Routing.Imbalance, 2) }},
-		metric{"tie share", func(s *Summary) string { return ff(s.Routing.TieShare, 3) }},
-		metric{"preemptions", func(s *Summary) string { return strconv.FormatInt(s.Cache.Preemptions, 10) }},
-		metric{"evictions", func(s *Summary) string { return strconv.FormatInt(s.Cache.Evictions, 10) }},
-	)
-}
-
-// cell is a metric's value for a run ("–" when the run has no summary).
-func (m metric) cell(r *runData) string {
-	if r.sum == nil {
-		return dash
-	}
-	return m.value(r.sum)
+	return out
 }
 
 // plotTitles names the plots in the reports.
 var plotTitles = map[string]string{
+	PlotHitLadder:       "Hit-rate ladder per config",
 	PlotTTFTCDF:         "TTFT CDF per config",
 	PlotPredictedVsTrue: "Predicted vs true prefix reuse, with calibration",
-	PlotHitRatio:        "True and oracle hit ratio over time",
-	PlotReplicaLoad:     "Per-replica load and KV usage over time (first config)",
+	PlotHitRatio:        "Hit ratio over time: true, routed and best replica per config",
+	PlotReplicaLoad:     "Per-replica KV usage and queue over time (heatmaps)",
 }
+
+// MetricsDocLink is where report.md and report.html send readers for the
+// definitions: the copy of docs/metrics.md written next to them.
+const MetricsDocLink = MetricsFile
 
 // mdEscape makes s safe inside a Markdown table cell or list item.
 func mdEscape(s string) string {
@@ -120,6 +67,18 @@ func (o *Output) markdown() []byte {
 	if o.meta.Command != "" {
 		item("command", mdCode(o.meta.Command))
 	}
+	runs := o.namedSummaries()
+	b.WriteString("\n## What this run shows\n\n")
+	findings := Findings(runs)
+	if len(findings) == 0 {
+		b.WriteString("No run has a summary.\n")
+	}
+	for _, f := range findings {
+		b.WriteString("- " + mdEscape(f) + "\n")
+	}
+	b.WriteString("\nEvery metric below is defined, with its formula, unit and when it is undefined, in [" + MetricsDocLink + "](" +
+		MetricsDocLink + ") (eppsim's `docs/metrics.md`, copied next to this report).\n")
+
 	b.WriteString("\n## Headline metrics\n\n")
 	b.WriteString("| metric |")
 	for _, r := range o.runs {
@@ -130,16 +89,71 @@ func (o *Output) markdown() []byte {
 		b.WriteString("---:|")
 	}
 	b.WriteString("\n")
-	for _, m := range o.headline() {
-		b.WriteString("| " + m.label + " |")
-		for _, r := range o.runs {
-			b.WriteString(" " + m.cell(r) + " |")
+	for _, row := range HeadlineRows(runs) {
+		if row.Label == "" {
+			b.WriteString("| **" + mdEscape(row.Group) + "** |" + strings.Repeat(" |", len(o.runs)) + "\n")
+			continue
+		}
+		b.WriteString("| " + mdEscape(row.Label) + " |")
+		for _, c := range row.Cells {
+			b.WriteString(" " + mdEscape(c) + " |")
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nLatencies are nearest-rank percentiles over completed requests after warm-up. " +
-		"Hit ratios are token-weighted over the fleet; regret is Σ(oracle − true) cached tokens. " +
-		"Prediction rows compare the approximate prefix producer's predicted match with the true reuse on the chosen replica.\n")
+	b.WriteString("\n" + tableNote + "\n")
+
+	b.WriteString("\n## Hit-rate ladder\n\n" + ladderNote + "\n\n")
+	b.WriteString("![" + plotTitles[PlotHitLadder] + "](" + PlotHitLadder + ".png)\n")
+
+	if cols := causeColumns(runs); len(cols) > 0 {
+		b.WriteString("\n## Prediction error by cause\n\n" + causeNote + "\n\n")
+		b.WriteString("| cause |")
+		for _, c := range cols {
+			b.WriteString(" " + mdEscape(c.title) + " |")
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---:|", len(cols)) + "\n")
+		for _, row := range causeRows(cols) {
+			b.WriteString("| " + mdEscape(row.Label) + " |")
+			for _, c := range row.Cells {
+				b.WriteString(" " + mdEscape(c) + " |")
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n" + rateNote + "\n\n")
+		rcols := rateColumns(cols)
+		b.WriteString("| per-request rate |")
+		for _, c := range rcols {
+			b.WriteString(" " + mdEscape(c.title) + " |")
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---:|", len(rcols)) + "\n")
+		for _, row := range rateRows(rcols) {
+			b.WriteString("| " + mdEscape(row.Label) + " |")
+			for _, c := range row.Cells {
+				b.WriteString(" " + mdEscape(c) + " |")
+			}
+			b.WriteString("\n")
+		}
+	}
+
+	b.WriteString("\n## Routing\n\n")
+	for _, line := range o.routingLines() {
+		b.WriteString("- " + mdEscape(line) + "\n")
+	}
+	if names := o.replicaOrder(); len(names) > 0 {
+		b.WriteString("\n| replica (requests) |")
+		for _, r := range o.runs {
+			b.WriteString(" " + mdEscape(r.name) + " |")
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---:|", len(o.runs)) + "\n")
+		for _, n := range names {
+			b.WriteString("| " + mdEscape(n) + " |")
+			for _, r := range o.runs {
+				b.WriteString(" " + replicaCell(r.sum, n) + " |")
+			}
+			b.WriteString("\n")
+		}
+	}
+
 	if notes := o.allNotes(); len(notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range notes {
@@ -148,15 +162,212 @@ func (o *Output) markdown() []byte {
 	}
 	b.WriteString("\n## Plots\n\n")
 	for _, name := range PlotNames {
+		if name == PlotHitLadder {
+			continue // shown above
+		}
 		b.WriteString("### " + plotTitles[name] + "\n\n")
 		b.WriteString("![" + plotTitles[name] + "](" + name + ".png)\n\n")
 		b.WriteString("Files: `" + name + ".svg`, `" + name + ".png`\n\n")
 	}
 	b.WriteString("## Data files\n\n")
 	b.WriteString("- `" + SummaryFile + "`: the summaries above, one per config under `runs`\n")
-	b.WriteString("- `" + RequestsFile + "`: one row per request and config\n")
+	b.WriteString("- `" + RequestsFile + "`: one row per request and config, with the rungs of its ladder\n")
 	b.WriteString("- `" + TimeseriesFile + "`: per replica and sample: waiting, running, KV usage, hit ratio since the previous sample\n")
+	b.WriteString("- `" + MetricsFile + "`: the definition of every metric\n")
 	return b.Bytes()
+}
+
+// Notes under the tables of report.md and report.html.
+const (
+	tableNote = "Latencies are nearest-rank percentiles over completed requests after warm-up. " +
+		"The ladder's rungs are token-weighted over the fleet (Σ tokens of the rung ÷ Σ prompt tokens), " +
+		"measured at routing time except the true hit ratio (vLLM's num_cached_tokens at first scheduling). " +
+		"Regret and the queue effect are in millions of tokens everywhere. " +
+		"Over- and under-predicted are token-weighted shares: Σ max(0, predicted − true) ÷ Σ predicted and Σ max(0, true − predicted) ÷ Σ true."
+	ladderNote = "For each config, from left to right: the infinite-cache bound (what the trace offers: every earlier " +
+		"prompt cached forever), the oracle (the best replica's cached prefix at routing time), routed (the chosen " +
+		"replica's at that same instant) and true (what the chosen replica reused when the request was first scheduled: " +
+		"routed plus the queue effect). Infinite − oracle is what the fleet's cache capacity costs; oracle − routed " +
+		"(the regret) is what routing costs; true − routed is what changed while the request waited."
+	causeNote = "Shares of each producer's over-predicted tokens (Σ max(0, predicted − true)) and under-predicted tokens " +
+		"(Σ max(0, true − predicted)) by cause. Per request, predicted − true = (predicted − routed) + (routed − true): " +
+		"the first term is the index's (within one router block: granularity; beyond it: evictions the index did not see, " +
+		"or blocks it did not know), the second is the cache changing between routing and first scheduling; each request's " +
+		"error is split between its terms of the same sign in proportion to their size."
+	rateNote = "Per-request rates count requests, whatever their size: phantom = predicted > 0 and nothing reused; " +
+		"missed = reuse that nothing predicted (almost none when every prompt shares a first block, so these two say " +
+		"little about the token-weighted error above); over/under = predicted above/below true by more than one router block."
+)
+
+// causeColumn is one (config, producer, direction) column of the
+// error-by-cause table.
+type causeColumn struct {
+	title string
+	p     *Prediction
+	over  bool
+}
+
+// causeColumns lists an over and an under column for every config and
+// prefix producer that has a prediction.
+func causeColumns(runs []NamedSummary) []causeColumn {
+	var cols []causeColumn
+	for _, r := range runs {
+		if r.Summary == nil {
+			continue
+		}
+		for _, pr := range producers {
+			if p := r.Summary.Prediction[pr.key]; p != nil {
+				cols = append(cols, causeColumn{r.Name + " (" + pr.label + ") over", p, true},
+					causeColumn{r.Name + " (" + pr.label + ") under", p, false})
+			}
+		}
+	}
+	return cols
+}
+
+// causeOrder is the order of the causes in the tables.
+var causeOrder = []string{CauseEvictionUnseen, CauseIndexMissed, CauseGranularity, CauseSchedulingChange}
+
+// causeLabel names a cause in the error-by-cause table.
+var causeLabel = map[string]string{
+	CauseEvictionUnseen:   "evictions the index did not see (eviction_unseen)",
+	CauseIndexMissed:      "blocks the index did not know: capacity mismatch, lag (index_missed)",
+	CauseGranularity:      "granularity: router vs engine blocks (granularity)",
+	CauseSchedulingChange: "cache changed between routing and scheduling (routing_vs_scheduling_change)",
+}
+
+// causeRows is the error-by-cause table: the token-weighted share first,
+// then each cause's share of it.
+func causeRows(cols []causeColumn) []Row {
+	rows := []Row{{Label: "share of predicted (over) / true (under) tokens"}}
+	for _, c := range cols {
+		v := c.p.UnderPredictedTokens
+		if c.over {
+			v = c.p.OverPredictedTokens
+		}
+		rows[0].Cells = append(rows[0].Cells, ff(v, 3))
+	}
+	for _, cause := range causeOrder {
+		row := Row{Label: causeLabel[cause]}
+		for _, c := range cols {
+			m := c.p.UnderByCause
+			if c.over {
+				m = c.p.OverByCause
+			}
+			if v, ok := m[cause]; ok {
+				row.Cells = append(row.Cells, pct(v))
+			} else {
+				row.Cells = append(row.Cells, dash)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// rateColumns keeps one column per (config, producer) of the cause
+// columns, titled without the direction.
+func rateColumns(cols []causeColumn) []causeColumn {
+	var out []causeColumn
+	for _, c := range cols {
+		if c.over {
+			out = append(out, causeColumn{strings.TrimSuffix(c.title, " over"), c.p, true})
+		}
+	}
+	return out
+}
+
+// rateRows are the narrow per-request rates, one column per (config,
+// producer) of rateColumns.
+func rateRows(cols []causeColumn) []Row {
+	defs := []struct {
+		label string
+		f     func(*Prediction) float64
+	}{
+		{"phantom hit rate (predicted > 0, nothing reused)", func(p *Prediction) float64 { return p.PhantomRate }},
+		{"missed hit rate (reused, nothing predicted)", func(p *Prediction) float64 { return p.MissedRate }},
+		{"over-predicted requests (> one router block)", func(p *Prediction) float64 { return p.OverpredictedRate }},
+		{"under-predicted requests (> one router block)", func(p *Prediction) float64 { return p.UnderpredictedRate }},
+	}
+	var rows []Row
+	for _, d := range defs {
+		row := Row{Label: d.label}
+		for _, c := range cols {
+			row.Cells = append(row.Cells, ff(d.f(c.p), 3))
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// replicaOrder lists the replica names in fleet order (from the first run
+// that knows them), then any others by name.
+func (o *Output) replicaOrder() []string {
+	var names []string
+	for _, r := range o.runs {
+		if len(r.replicas) > 0 {
+			names = slices.Clone(r.replicas)
+			break
+		}
+	}
+	for _, r := range o.runs {
+		if r.sum == nil {
+			continue
+		}
+		for _, n := range slices.Sorted(maps.Keys(r.sum.Routing.PerReplica)) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
+// replicaCell is a replica's request count in a run ("–": unknown).
+func replicaCell(s *Summary, name string) string {
+	if s == nil {
+		return dash
+	}
+	n, ok := s.Routing.PerReplica[name]
+	if !ok {
+		return dash
+	}
+	return strconv.Itoa(n)
+}
+
+// maxIdleNamed is the most idle replicas named in a routing line.
+const maxIdleNamed = 8
+
+// routingLines says, per config, how many replicas received no requests
+// (naming them) and the busiest replica's share.
+func (o *Output) routingLines() []string {
+	var out []string
+	order := o.replicaOrder()
+	for _, r := range o.runs {
+		s := r.sum
+		if s == nil {
+			continue
+		}
+		rt := s.Routing
+		line := r.name + ": " + strconv.Itoa(rt.IdleReplicas) + " of " + strconv.Itoa(rt.Replicas) + " replicas received no requests"
+		if rt.IdleReplicas > 0 {
+			var idle []string
+			for _, n := range order {
+				if c, ok := rt.PerReplica[n]; ok && c == 0 {
+					idle = append(idle, n)
+				}
+			}
+			if len(idle) > maxIdleNamed {
+				idle = append(idle[:maxIdleNamed], "…")
+			}
+			line += " (" + strings.Join(idle, ", ") + ")"
+		}
+		if rt.BusiestReplica != "" {
+			line += "; the busiest, " + rt.BusiestReplica + ", received " + pct(rt.BusiestShare) + " of them (" + ff(rt.Imbalance, 2) + "× the mean)"
+		}
+		out = append(out, line+".")
+	}
+	return out
 }
 
 // allNotes lists the run-set notes, then each run's notes prefixed with

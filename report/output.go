@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/eppsim/eppsim/docs"
 	"github.com/eppsim/eppsim/sim"
 )
 
@@ -34,10 +35,14 @@ const (
 	TimeseriesFile = "timeseries.csv"
 	MarkdownFile   = "report.md"
 	HTMLFile       = "report.html"
+	// MetricsFile is a copy of eppsim's docs/metrics.md, which report.md
+	// and report.html link to.
+	MetricsFile = "metrics.md"
 )
 
 // Plot base names; each is written as NAME.svg and NAME.png.
 const (
+	PlotHitLadder       = "hit_ladder"
 	PlotTTFTCDF         = "ttft_cdf"
 	PlotPredictedVsTrue = "predicted_vs_true"
 	PlotHitRatio        = "hit_ratio_over_time"
@@ -45,12 +50,12 @@ const (
 )
 
 // PlotNames lists the plots in the order the reports show them.
-var PlotNames = []string{PlotTTFTCDF, PlotPredictedVsTrue, PlotHitRatio, PlotReplicaLoad}
+var PlotNames = []string{PlotHitLadder, PlotTTFTCDF, PlotPredictedVsTrue, PlotHitRatio, PlotReplicaLoad}
 
 // RequestsHeader and TimeseriesHeader are the CSV header lines.
 const (
 	RequestsHeader = "config,id,session,turn,arrival_s,replica,prompt_tokens,output_tokens,cached_tokens," +
-		"oracle_cached_tokens,predicted_fraction,predicted_precise_fraction,ttft_ms,e2e_ms,queue_ms," +
+		"oracle_cached_tokens,routed_cached_tokens,infinite_cached_tokens,predicted_fraction,predicted_precise_fraction,ttft_ms,e2e_ms,queue_ms," +
 		"preemptions,tied,outcome,reason,warmup"
 	TimeseriesHeader = "config,time_s,replica,waiting,running,kv_usage,hit_ratio"
 )
@@ -118,13 +123,8 @@ type runData struct {
 
 	// Time series from samples.
 	prev       []cumulative // per replica: last cumulative counters
-	inst       int64        // time of the sample instant being summed
-	instOpen   bool
-	instH      int64
-	instQ      int64
-	fleetHit   series   // a = Σ Δhits, b = Σ Δqueries per instant
-	load       []series // per replica (first run only): a = waiting+running, b = KV usage
-	arrival    timeBins // by arrival: cached, oracle, prompt tokens
+	load       []series     // per replica: a = waiting requests, b = KV usage
+	arrival    timeBins     // by arrival: the ladder's rungs and prompt tokens
 	hasSamples bool
 }
 
@@ -298,7 +298,8 @@ func (w *RunWriter) AddRecord(rec *sim.Record) {
 		return
 	}
 	r.ttft = append(r.ttft, float32(float64(rec.TTFT)/1e6))
-	r.arrival.add(rec.Arrival, int64(rec.CachedTokens), int64(rec.OracleCachedTokens), int64(rec.PromptTokens))
+	r.arrival.add(rec.Arrival, binVals{binCached: int64(rec.CachedTokens), binOracle: int64(rec.OracleCachedTokens),
+		binPrompt: int64(rec.PromptTokens), binRouted: int64(rec.RoutedCachedTokens), binInfinite: int64(rec.InfiniteCachedTokens)})
 	if rec.PromptTokens > 0 {
 		tf := float64(rec.CachedTokens) / float64(rec.PromptTokens)
 		if rec.HasPredicted {
@@ -335,27 +336,10 @@ func (w *RunWriter) AddSample(s *sim.Sample) {
 		o.ts.writeRow(b[:split], replicaName(r.replicas, s.Replica), b[split:])
 	}
 	r.hasSamples = true
-	if r.instOpen && s.Time != r.inst {
-		r.flushInstant()
+	for len(r.load) <= s.Replica {
+		r.load = append(r.load, series{})
 	}
-	r.inst, r.instOpen = s.Time, true
-	r.instH += dh
-	r.instQ += dq
-	if r.index == 0 {
-		for len(r.load) <= s.Replica {
-			r.load = append(r.load, series{})
-		}
-		r.load[s.Replica].add(float64(s.Time)/1e9, float64(s.Waiting+s.Running), s.KVUsage)
-	}
-}
-
-// flushInstant closes the fleet-wide sums of one sample instant.
-func (r *runData) flushInstant() {
-	if !r.instOpen {
-		return
-	}
-	r.fleetHit.add(float64(r.inst)/1e9, float64(r.instH), float64(r.instQ))
-	r.instH, r.instQ, r.instOpen = 0, 0, false
+	r.load[s.Replica].add(float64(s.Time)/1e9, float64(s.Waiting), s.KVUsage)
 }
 
 // AddNote attaches a note (e.g. a plugin that is not simulated) to the
@@ -385,7 +369,6 @@ func (w *RunWriter) End(s *Summary, replicaNames []string) {
 		r.replicas = replicaNames
 	}
 	r.sum = s
-	r.flushInstant()
 	o := w.o
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -506,6 +489,9 @@ func (o *Output) Close() (err error) {
 		return err
 	}
 	if err := write(HTMLFile, o.html(plots)); err != nil {
+		return err
+	}
+	if err := write(MetricsFile, docs.Metrics); err != nil {
 		return err
 	}
 	for i, p := range pending {

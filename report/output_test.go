@@ -1,12 +1,17 @@
 package report
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,10 +33,10 @@ var fixtures = []fixture{
 		name: "a", startWith: []string{"r0", "r1"}, endWith: []string{"r0", "r1"},
 		records: []sim.Record{
 			{ID: 1, Session: "s1", Arrival: 1.5e9, Replica: 0, PromptTokens: 100, OutputTokens: 10, CachedTokens: 64,
-				OracleCachedTokens: 80, Predicted: 0.5, HasPredicted: true, Tied: true, TTFT: 12.5e6, E2E: 100e6, Queue: 2e6,
+				OracleCachedTokens: 80, RoutedCachedTokens: 64, InfiniteCachedTokens: 96, Predicted: 0.5, HasPredicted: true, Tied: true, TTFT: 12.5e6, E2E: 100e6, Queue: 2e6,
 				Completion: 1.6e9, Outcome: sim.Completed},
 			{ID: 2, Session: `s,"2"`, Turn: 1, Arrival: 2e9, Replica: 1, PromptTokens: 200, OutputTokens: 1,
-				OracleCachedTokens: 128, Predicted: 0.25, HasPredicted: true, PredictedPrecise: 0.125, HasPrecise: true,
+				OracleCachedTokens: 128, InfiniteCachedTokens: 192, Predicted: 0.25, HasPredicted: true, PredictedPrecise: 0.125, HasPrecise: true,
 				TTFT: 3.25e6, E2E: 3.25e6, Completion: 2.00325e9, Preemptions: 1, Outcome: sim.Completed},
 			{ID: 3, Arrival: 2.5e9, Replica: -1, PromptTokens: 50, OutputTokens: 5, Outcome: sim.Rejected,
 				Reason: "no endpoints, all filtered"},
@@ -48,9 +53,10 @@ var fixtures = []fixture{
 		name: "b", endWith: []string{"x0", "x1"},
 		records: []sim.Record{
 			{ID: 1, Session: "s1", Arrival: 0.25e9, Replica: 1, PromptTokens: 30, OutputTokens: 4, CachedTokens: 16,
-				OracleCachedTokens: 16, TTFT: 1e6, E2E: 5e6, Queue: 0.5e6, Completion: 0.255e9, Outcome: sim.Completed, Warmup: true},
+				OracleCachedTokens: 16, RoutedCachedTokens: 16, InfiniteCachedTokens: 16, TTFT: 1e6, E2E: 5e6, Queue: 0.5e6, Completion: 0.255e9, Outcome: sim.Completed, Warmup: true},
+			// 16 tokens computed while it waited: routed 16, true 32.
 			{ID: 2, Session: "s1", Turn: 1, Arrival: 0.5e9, Replica: 2, PromptTokens: 40, OutputTokens: 2, CachedTokens: 32,
-				OracleCachedTokens: 32, TTFT: 2e6, E2E: 4e6, Completion: 0.504e9, Outcome: sim.Completed},
+				OracleCachedTokens: 32, RoutedCachedTokens: 16, InfiniteCachedTokens: 32, TTFT: 2e6, E2E: 4e6, Completion: 0.504e9, Outcome: sim.Completed},
 		},
 		samples: []sim.Sample{
 			{Time: 0, Replica: 0},
@@ -100,9 +106,9 @@ func writeFixtures(t *testing.T, dir string, dpi int) *Output {
 }
 
 var outputFiles = []string{
-	"hit_ratio_over_time.png", "hit_ratio_over_time.svg", "predicted_vs_true.png", "predicted_vs_true.svg",
-	"replica_load.png", "replica_load.svg", "report.html", "report.md", "requests.csv", "summary.json",
-	"timeseries.csv", "ttft_cdf.png", "ttft_cdf.svg",
+	"hit_ladder.png", "hit_ladder.svg", "hit_ratio_over_time.png", "hit_ratio_over_time.svg", "metrics.md",
+	"predicted_vs_true.png", "predicted_vs_true.svg", "replica_load.png", "replica_load.svg", "report.html", "report.md",
+	"requests.csv", "summary.json", "timeseries.csv", "ttft_cdf.png", "ttft_cdf.svg",
 }
 
 func listDir(t *testing.T, dir string) []string {
@@ -139,11 +145,11 @@ func TestOutputWritesEveryFile(t *testing.T) {
 
 	t.Run("requests.csv", func(t *testing.T) {
 		want := RequestsHeader + "\n" +
-			"a,1,s1,0,1.500000,r0,100,10,64,80,0.500000,,12.500,100.000,2.000,0,true,completed,,false\n" +
-			`a,2,"s,""2""",1,2.000000,r1,200,1,0,128,0.250000,0.125000,3.250,3.250,0.000,1,false,completed,,false` + "\n" +
-			`a,3,,0,2.500000,,50,5,0,0,,,,,,0,false,rejected,"no endpoints, all filtered",false` + "\n" +
-			"b,1,s1,0,0.250000,x1,30,4,16,16,,,1.000,5.000,0.500,0,false,completed,,true\n" +
-			"b,2,s1,1,0.500000,replica-2,40,2,32,32,,,2.000,4.000,0.000,0,false,completed,,false\n"
+			"a,1,s1,0,1.500000,r0,100,10,64,80,64,96,0.500000,,12.500,100.000,2.000,0,true,completed,,false\n" +
+			`a,2,"s,""2""",1,2.000000,r1,200,1,0,128,0,192,0.250000,0.125000,3.250,3.250,0.000,1,false,completed,,false` + "\n" +
+			`a,3,,0,2.500000,,50,5,0,0,0,0,,,,,,0,false,rejected,"no endpoints, all filtered",false` + "\n" +
+			"b,1,s1,0,0.250000,x1,30,4,16,16,16,16,,,1.000,5.000,0.500,0,false,completed,,true\n" +
+			"b,2,s1,1,0.500000,replica-2,40,2,32,32,16,32,,,2.000,4.000,0.000,0,false,completed,,false\n"
 		if got := readFile(t, filepath.Join(dir, RequestsFile)); got != want {
 			t.Fatalf("requests.csv:\n%s\nwant:\n%s", got, want)
 		}
@@ -212,19 +218,45 @@ func TestOutputWritesEveryFile(t *testing.T) {
 		md := readFile(t, filepath.Join(dir, MarkdownFile))
 		for _, want := range []string{
 			"- trace: `builtin:chat`\n", "- fleet: 2 × test-preset\n", "- seed: 7\n", "- eppsim version: 0.1.0-test\n",
+			"## What this run shows\n\n- b: TTFT p50 1.6× lower than a (2.0 vs 3.2 ms) at 3.8× higher true hit ratio (0.800 vs 0.213).\n",
+			"[metrics.md](metrics.md)",
 			"| metric | a | b |\n|---|---:|---:|\n",
-			"| requests completed / total | 2 / 3 | 2 / 2 |\n",
+			"| **requests** | | |\n| completed / total | 2 / 3 | 2 / 2 |\n",
 			"| rejected | 1 | 0 |\n",
 			// a: TTFT 12.5 and 3.25 ms; nearest-rank p50 = 3.25.
-			"| TTFT p50 (ms) | 3.2 | 2.0 |\n",
-			"| TTFT p99 (ms) | 12.5 | 2.0 |\n",
-			"| true hit ratio | 0.213 | 0.800 |\n",
-			"| oracle hit ratio | 0.693 | 0.800 |\n",
-			"| regret (tokens) | 144 | 0 |\n",
-			// a's predictions: 0.5 vs 0.64 and 0.25 vs 0 → MAE 0.195.
-			"| prediction MAE (approx) | 0.195 | – |\n",
-			"| phantom hit rate (approx) | 0.500 | – |\n",
-			"| prediction MAE (precise) | 0.125 | – |\n",
+			"| TTFT p50 | 3.2 | 2.0 |\n",
+			"| TTFT p99 | 12.5 | 2.0 |\n",
+			// a: Σ prompt 300; infinite 96 + 192, oracle 80 + 128, routed
+			// and true 64. b (after warm-up): 40 prompt tokens, routed 16,
+			// true 32.
+			"| **hit-rate ladder (share of prompt tokens)** | | |\n",
+			"| infinite-cache bound | 0.960 | 0.800 |\n",
+			"| oracle: best replica at routing | 0.693 | 0.800 |\n",
+			"| routed: chosen replica at routing | 0.213 | 0.400 |\n",
+			"| true: reused (routed + queue effect) | 0.213 | 0.800 |\n",
+			"| regret: oracle − routed (M tokens) | 0.000144 | 0.000016 |\n",
+			"| queue effect: true − routed (M tokens) | 0 | 0.000016 |\n",
+			// a's predictions: 0.5 vs 0.64 and 0.25 vs 0 → MAE 0.195, bias
+			// 0.375 − 0.32; Σ predicted 50 + 50 tokens of which 50 (the
+			// second) not cached; Σ true 64 of which 14 not predicted.
+			"| bias (mean predicted − true fraction) | +0.055 | – |\n",
+			"| MAE (per request) | 0.195 | – |\n",
+			"| over-predicted (share of predicted tokens) | 0.500 | – |\n",
+			"| under-predicted (share of true tokens) | 0.219 | – |\n",
+			"| **prediction, precise producer** | | |\n| bias (mean predicted − true fraction) | +0.125 | – |\n",
+			// b's only measured request went to replica index 2, outside its
+			// two-replica fleet: x0 and x1 are idle.
+			"| idle replicas | 0 of 2 | 2 of 3 |\n",
+			"| busiest replica's share | 50.0% | 100.0% |\n",
+			"## Prediction error by cause\n",
+			"| cause | a (approx) over | a (approx) under | a (precise) over | a (precise) under |\n",
+			"| share of predicted (over) / true (under) tokens | 0.500 | 0.219 | 1.000 | 0.000 |\n",
+			"| per-request rate | a (approx) | a (precise) |\n|---|---:|---:|\n",
+			"| phantom hit rate (predicted &gt; 0, nothing reused) | 0.500 | 1.000 |\n",
+			"- b: 2 of 3 replicas received no requests (x0, x1); the busiest, replica-2, received 100.0% of them (3.00× the mean).\n",
+			"| replica (requests) | a | b |\n|---|---:|---:|\n| r0 | 1 | – |\n",
+			"| x0 | – | 0 |\n",
+			"![Hit-rate ladder per config](hit_ladder.png)",
 			"- run-set note\n", "- b: plugin x (some-type): not simulated\n",
 			"![TTFT CDF per config](ttft_cdf.png)",
 		} {
@@ -238,24 +270,42 @@ func TestOutputWritesEveryFile(t *testing.T) {
 		h := readFile(t, filepath.Join(dir, HTMLFile))
 		for _, want := range []string{
 			"<table>", "<thead><tr><th>metric</th><th>a</th><th>b</th></tr></thead>",
-			"<tr><td>requests completed / total</td><td>2 / 3</td><td>2 / 2</td></tr>",
+			"<tr class=\"group\"><td colspan=\"3\">requests</td></tr>",
+			"<tr><td>completed / total</td><td>2 / 3</td><td>2 / 2</td></tr>",
+			"<h2 id=\"what-this-run-shows\">What this run shows</h2>",
+			"<a href=\"metrics.md\">",
 			"<li>b: plugin x (some-type): not simulated</li>",
 		} {
 			if !strings.Contains(h, want) {
 				t.Errorf("report.html lacks %q", want)
 			}
 		}
-		if n := strings.Count(h, "<svg"); n != len(PlotNames) {
-			t.Errorf("report.html has %d inline SVGs, want %d", n, len(PlotNames))
+		// Every plot is an image inlined as a PNG data: URL, displayed at
+		// its size in CSS pixels (PNG pixels × 96 / DPI).
+		imgs := regexp.MustCompile(`<img alt="[^"]*" width="(\d+)" height="(\d+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)">`).FindAllStringSubmatch(h, -1)
+		if len(imgs) != len(PlotNames) || strings.Count(h, "<img") != len(PlotNames) {
+			t.Fatalf("report.html has %d inline PNG images (%d <img>), want %d", len(imgs), strings.Count(h, "<img"), len(PlotNames))
 		}
-		if strings.Contains(h, "<?xml") {
-			t.Error("report.html embeds an XML prolog")
+		for i, m := range imgs {
+			data, err := base64.StdEncoding.DecodeString(m[3])
+			if err != nil {
+				t.Fatalf("image %d: %v", i, err)
+			}
+			cfg, err := png.DecodeConfig(bytes.NewReader(data))
+			if err != nil {
+				t.Fatalf("image %d: %v", i, err)
+			}
+			if w, h := strconv.Itoa(cfg.Width*96/40), strconv.Itoa(cfg.Height*96/40); m[1] != w || m[2] != h {
+				t.Errorf("image %d is %sx%s CSS px, want %sx%s", i, m[1], m[2], w, h)
+			}
+			if want := readFile(t, filepath.Join(dir, PlotNames[i]+".png")); string(data) != want {
+				t.Errorf("image %d is not %s.png", i, PlotNames[i])
+			}
 		}
-		stripped := regexp.MustCompile(`xmlns(:\w+)?="http[^"]*"`).ReplaceAllString(h, "")
-		if i := strings.Index(stripped, "http"); i >= 0 {
-			t.Errorf("report.html references an external resource: %q", stripped[max(i-40, 0):min(i+40, len(stripped))])
+		if i := strings.Index(h, "http"); i >= 0 {
+			t.Errorf("report.html references an external resource: %q", h[max(i-40, 0):min(i+40, len(h))])
 		}
-		if strings.Contains(stripped, " src=") || strings.Contains(stripped, "<link") {
+		if strings.Count(h, " src=") != len(PlotNames) || strings.Contains(h, "<link") || strings.Contains(h, "<script") {
 			t.Error("report.html loads a resource")
 		}
 	})
@@ -265,20 +315,17 @@ func TestOutputTimeSeriesState(t *testing.T) {
 	o := writeFixtures(t, t.TempDir(), 40)
 	defer o.Abort()
 	a := o.runs[0]
-	// Fleet-wide Σ Δhits / Σ Δqueries per instant: 0/0, 64/100, 50/200.
-	wantHit := []seriesBin{{t: 0, n: 1}, {t: 1, a: 64, b: 100, n: 1}, {t: 2, a: 50, b: 200, n: 1}}
-	if !slices.Equal(a.fleetHit.bins, wantHit) {
-		t.Errorf("fleet hit bins %+v, want %+v", a.fleetHit.bins, wantHit)
-	}
-	wantLoad := []seriesBin{{t: 0, n: 1}, {t: 1, a: 3, b: 0.125, n: 1}, {t: 2, a: 1, b: 0.0625, n: 1}}
+	// Per replica: waiting requests and KV usage per sample.
+	wantLoad := []seriesBin{{t: 0, n: 1}, {t: 1, a: 1, b: 0.125, n: 1}, {t: 2, a: 0, b: 0.0625, n: 1}}
 	if len(a.load) != 2 || !slices.Equal(a.load[0].bins, wantLoad) {
 		t.Errorf("replica 0 load %+v, want %+v", a.load, wantLoad)
 	}
-	if len(o.runs[1].load) != 0 {
-		t.Error("load kept for a run other than the first")
+	if b := o.runs[1].load; len(b) != 1 || !slices.Equal(b[0].bins, []seriesBin{{t: 0, n: 1}, {t: 1.5, b: 0.25, n: 1}}) {
+		t.Errorf("run b load %+v", b)
 	}
 	// Arrival bins (100 ms): a's completed requests at 1.5 s and 2 s.
-	if b := a.arrival.bins; len(b) != 21 || b[15] != [3]int64{64, 80, 100} || b[20] != [3]int64{0, 128, 200} {
+	if b := a.arrival.bins; len(b) != 21 || b[15] != (binVals{binCached: 64, binOracle: 80, binPrompt: 100, binRouted: 64, binInfinite: 96}) ||
+		b[20] != (binVals{binOracle: 128, binPrompt: 200, binInfinite: 192}) {
 		t.Errorf("arrival bins %v", b)
 	}
 	// TTFT of completed, non-warm-up requests only.
@@ -576,5 +623,97 @@ func TestOutputBeginRunAfterClose(t *testing.T) {
 	}
 	if o.err == nil {
 		t.Fatal("no error recorded for BeginRun after Close")
+	}
+}
+
+// TestReplicaHeatmapScales: the per-replica plot is a replica × time
+// heatmap per config whose rows grow with the fleet, so it stays
+// readable at 64 replicas (one row of panels per config; at most
+// maxReplicaLabels names on the axis).
+func TestReplicaHeatmapScales(t *testing.T) {
+	for _, replicas := range []int{16, 64} {
+		o, err := NewOutput(t.TempDir(), testMeta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.DPI = 20
+		var names []string
+		for i := range replicas {
+			names = append(names, "default/vllm-"+strconv.Itoa(i))
+		}
+		for _, cfg := range []string{"a", "b", "c"} {
+			o.StartRun(cfg, names...)
+			for k := range 50 {
+				for i := range replicas {
+					// Replica i is idle in config b when i is even.
+					busy := cfg != "b" || i%2 == 1
+					s := sim.Sample{Time: int64(k) * 1e9, Replica: i}
+					if busy {
+						s.Waiting, s.Running, s.KVUsage = k%5, 2, float64(i%10)/10
+					}
+					o.AddSample(&s)
+				}
+			}
+			o.EndRun(&Summary{}, names)
+		}
+		f := o.loadFigure()
+		// 0.4 + 0.9 in of margins and colour bars, then per config 1.6 in
+		// plus 0.04 in per replica.
+		if want := inches(1.3 + 3*(1.6+0.04*float64(replicas))); f.w != inches(11) || math.Abs(float64(f.h-want)) > 1e-9 {
+			t.Fatalf("%d replicas: figure %v × %v, want 11in × %v", replicas, f.w, f.h, want)
+		}
+		kv, q, ok := o.runs[1].grids()
+		if !ok || len(kv.z) != replicas || kv.z[0][10] != 0 || kv.z[1][10] != 10 || q.z[1][12] != 2 || q.max != 4 {
+			t.Fatalf("%d replicas: grids %v", replicas, ok)
+		}
+		if ts := replicaTicks(names, replicas); len(ts) != replicas || ts[0].Label != "vllm-0" || (replicas == 64 && (ts[1].Label != "" || ts[4].Label != "vllm-4")) {
+			t.Fatalf("%d replicas: ticks %v", replicas, ts[:5])
+		}
+		if _, err := render(f, 20); err != nil {
+			t.Fatal(err)
+		}
+		o.Abort()
+	}
+}
+
+// TestLadderAndHitRatioPlotLabels: the ladder chart has its four rungs in
+// the legend and each bar's percentage; the hit ratio over time has one
+// "CONFIG · MEASURE" line per config and measure — a config named
+// "oracle" gives "oracle · best replica", never "oracle oracle".
+func TestLadderAndHitRatioPlotLabels(t *testing.T) {
+	dir := t.TempDir()
+	o, err := NewOutput(dir, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DPI = 20
+	for _, name := range []string{"default", "oracle"} {
+		o.StartRun(name, "r0", "r1")
+		for i := range fixtures[0].records {
+			o.AddRecord(&fixtures[0].records[i])
+		}
+		o.EndRun(summaryOf(fixtures[0]), []string{"r0", "r1"})
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ladder := readFile(t, filepath.Join(dir, PlotHitLadder+".svg"))
+	// Fixture a: infinite 288/300, oracle 208/300, routed and true 64/300.
+	for _, want := range []string{">infinite cache (trace bound)<", ">oracle: best replica at routing<", ">routed: chosen replica at routing<",
+		">true: reused at first step<", ">96.0<", ">69.3<", ">21.3<", ">default<", ">oracle<"} {
+		if !strings.Contains(ladder, want) {
+			t.Errorf("%s.svg lacks %q", PlotHitLadder, want)
+		}
+	}
+	hit := readFile(t, filepath.Join(dir, PlotHitRatio+".svg"))
+	for _, want := range []string{">default · true<", ">default · routed<", ">default · best replica<", ">oracle · true<",
+		">oracle · routed<", ">oracle · best replica<", ">infinite cache<"} {
+		if !strings.Contains(hit, want) {
+			t.Errorf("%s.svg lacks %q", PlotHitRatio, want)
+		}
+	}
+	// Identical infinite-cache lines are drawn once.
+	if strings.Contains(hit, "oracle oracle") || strings.Count(hit, ">infinite cache") != 1 {
+		t.Errorf("%s.svg: legend has 'oracle oracle' or a repeated infinite-cache line", PlotHitRatio)
 	}
 }

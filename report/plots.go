@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
+	plotpalette "gonum.org/v1/plot/palette"
+	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -54,7 +57,7 @@ func lineStyle(i int, width vg.Length) draw.LineStyle {
 
 // renderPlots draws every plot as SVG and PNG.
 func (o *Output) renderPlots() ([]renderedPlot, error) {
-	figs := []figure{o.ttftFigure(), o.predictedFigure(), o.hitRatioFigure(), o.loadFigure()}
+	figs := []figure{o.ladderFigure(), o.ttftFigure(), o.predictedFigure(), o.hitRatioFigure(), o.loadFigure()}
 	out := make([]renderedPlot, 0, len(figs))
 	for _, f := range figs {
 		rp, err := render(f, o.DPI)
@@ -279,12 +282,6 @@ var (
 	calibColor   = color.RGBA{R: 214, G: 39, B: 40, A: 255}
 )
 
-// Producer type names, as Summary.Prediction keys them.
-const (
-	approxProducer  = "approx-prefix-cache-producer"
-	preciseProducer = "precise-prefix-cache-producer"
-)
-
 // predPanel is one predicted-vs-true panel: a config and a producer.
 type predPanel struct {
 	run      *runData
@@ -401,73 +398,162 @@ func drawGrid(c draw.Canvas, plots [][]*plot.Plot, padX vg.Length) {
 	}
 }
 
-// hitRatioFigure: fleet-wide true hit ratio per sample interval (solid)
-// and oracle hit ratio by arrival time (dashed), per config.
+// measureDashes are the dash patterns of the hit-ratio measures: true
+// solid, routed dashed, best replica dotted.
+var measureDashes = map[string][]vg.Length{
+	"true":         nil,
+	"routed":       {vg.Points(6), vg.Points(3)},
+	"best replica": {vg.Points(1.5), vg.Points(2.5)},
+}
+
+// hitRatioFigure: per config and arrival-time bin, the token-weighted
+// true, routed and best-replica (oracle) hit ratios, one line each; the
+// infinite-cache bound once (per config only where it differs).
 func (o *Output) hitRatioFigure() figure {
-	const title = "Fleet prefix-cache hit ratio over time (token-weighted)"
-	f := figure{name: PlotHitRatio, title: "Hit ratio over time", w: inches(7.5), h: inches(4.2)}
-	p := newPlot(title, "simulated time (s)", "hit ratio (cached ÷ prompt tokens)")
+	const title = "Hit ratio by arrival time (token-weighted)"
+	f := figure{name: PlotHitRatio, title: "Hit ratio over time", w: inches(8), h: inches(4.4)}
+	p := newPlot(title, "arrival time (simulated s)", "share of prompt tokens")
 	l := newLegend()
 	n := 0
 	ymax := 0.0
+	var prevInf plotter.XYs
 	for i, r := range o.runs {
-		var truePts, oraclePts plotter.XYs
-		trueLabel := r.name + " true"
-		if r.hasSamples {
-			for _, b := range coarsen(r.fleetHit.bins, maxTrendPoints) {
-				if b.b > 0 {
-					truePts = append(truePts, plotter.XY{X: b.t / float64(b.n), Y: b.a / b.b})
-				}
-			}
-		} else {
-			trueLabel += " (by arrival)"
-		}
 		bins, width := r.arrival.coarsened(maxTrendPoints)
 		w := float64(width) / 1e9
+		series := map[int]plotter.XYs{}
 		for k, b := range bins {
-			if b[2] == 0 {
+			if b[binPrompt] == 0 {
 				continue
 			}
 			x := (float64(k) + 0.5) * w
-			oraclePts = append(oraclePts, plotter.XY{X: x, Y: float64(b[1]) / float64(b[2])})
-			if !r.hasSamples {
-				truePts = append(truePts, plotter.XY{X: x, Y: float64(b[0]) / float64(b[2])})
+			for _, m := range []int{binCached, binRouted, binOracle, binInfinite} {
+				y := float64(b[m]) / float64(b[binPrompt])
+				series[m] = append(series[m], plotter.XY{X: x, Y: y})
+				ymax = math.Max(ymax, y)
 			}
 		}
-		for _, pts := range []plotter.XYs{truePts, oraclePts} {
-			for _, pt := range pts {
-				ymax = math.Max(ymax, pt.Y)
+		col := palette[i%len(palette)]
+		for _, m := range []struct {
+			bin  int
+			name string
+		}{{binCached, "true"}, {binRouted, "routed"}, {binOracle, "best replica"}} {
+			s := draw.LineStyle{Color: col, Width: vg.Points(1.5), Dashes: measureDashes[m.name]}
+			if th := addLine(p, series[m.bin], s); th != nil {
+				l.Add(r.name+" · "+m.name, th...)
+				n++
 			}
 		}
-		if th := addLine(p, truePts, draw.LineStyle{Color: palette[i%len(palette)], Width: vg.Points(1.6)}); th != nil {
-			l.Add(trueLabel, th...)
-			n++
-		}
-		oracleStyle := draw.LineStyle{Color: palette[i%len(palette)], Width: vg.Points(1.2), Dashes: dashedStyle}
-		if th := addLine(p, oraclePts, oracleStyle); th != nil {
-			l.Add(r.name+" oracle", th...)
-			n++
+		if inf := series[binInfinite]; len(inf) > 0 && !slices.Equal(inf, prevInf) {
+			label := "infinite cache"
+			if i > 0 {
+				label += " · " + r.name
+			}
+			s := draw.LineStyle{Color: color.Gray{Y: 110}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}
+			if th := addLine(p, inf, s); th != nil {
+				l.Add(label, th...)
+				n++
+			}
+			prevInf = inf
 		}
 	}
 	if n == 0 {
-		np := notePlot(title, "no hit-ratio data (no samples, no completed requests)")
+		np := notePlot(title, "no completed requests")
 		f.draw = func(c draw.Canvas) { np.Draw(c) }
 		return f
 	}
-	l.Add("true: Σ Δhits ÷ Σ Δqueries")
-	l.Add("  of the replicas' counters")
-	l.Add("oracle: best replica at")
-	l.Add("  routing, by arrival")
-	n += 4
+	for _, line := range []string{"", "per arrival-time bin:", "Σ rung tokens ÷ Σ prompt", "true: reused at first step", "routed: chosen replica", "  at routing", "best replica: oracle", "  at routing"} {
+		l.Add(line)
+		n++
+	}
 	ratioAxes(p, ymax)
 	f.draw = func(c draw.Canvas) { withLegend(c, l, n, p.Draw) }
+	return f
+}
+
+// Colours of the ladder's rungs.
+var rungColors = []color.Color{
+	color.RGBA{R: 160, G: 160, B: 160, A: 255}, // infinite
+	color.RGBA{R: 31, G: 119, B: 180, A: 255},  // oracle
+	color.RGBA{R: 255, G: 127, B: 14, A: 255},  // routed
+	color.RGBA{R: 44, G: 160, B: 44, A: 255},   // true
+}
+
+// ladderFigure: the hit-rate ladder, one group of four bars per config.
+func (o *Output) ladderFigure() figure {
+	const title = "Hit-rate ladder (share of prompt tokens)"
+	f := figure{name: PlotHitLadder, title: "Hit-rate ladder"}
+	var runs []*runData
+	for _, r := range o.runs {
+		if r.sum != nil && r.sum.Cache.PromptTokens > 0 {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		f.w, f.h = inches(6), inches(4)
+		np := notePlot(title, "no completed requests")
+		f.draw = func(c draw.Canvas) { np.Draw(c) }
+		return f
+	}
+	p := newPlot(title, "", "share of prompt tokens")
+	l := newLegend()
+	rungs := []struct {
+		name string
+		v    func(*Summary) float64
+	}{
+		{"infinite cache (trace bound)", func(s *Summary) float64 { return s.Cache.InfiniteHitRatio }},
+		{"oracle: best replica at routing", func(s *Summary) float64 { return s.Cache.OracleHitRatio }},
+		{"routed: chosen replica at routing", func(s *Summary) float64 { return s.Cache.RoutedHitRatio }},
+		{"true: reused at first step", func(s *Summary) float64 { return s.Cache.TrueHitRatio }},
+	}
+	const step, half = 0.21, 0.095
+	ymax := 0.0
+	var xys plotter.XYs
+	var labels []string
+	var names []string
+	for i, r := range runs {
+		names = append(names, r.name)
+		for k, rung := range rungs {
+			v := rung.v(r.sum)
+			x := float64(i) + (float64(k)-1.5)*step
+			bc, err := plotter.NewBarChart(plotter.Values{v}, vg.Points(1))
+			if err != nil {
+				continue
+			}
+			bc.XMin, bc.Color, bc.LineStyle.Width = x, rungColors[k], 0
+			p.Add(&barWidth{bc, half})
+			if i == 0 {
+				l.Add(rung.name, bc)
+			}
+			xys = append(xys, plotter.XY{X: x, Y: v})
+			labels = append(labels, ff(100*v, 1))
+			ymax = math.Max(ymax, v)
+		}
+	}
+	if lb, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels}); err == nil {
+		for i := range lb.TextStyle {
+			lb.TextStyle[i].XAlign = draw.XCenter
+			lb.TextStyle[i].Font.Size = vg.Points(7.5)
+		}
+		lb.Offset = vg.Point{Y: vg.Points(2)}
+		p.Add(lb)
+	}
+	for _, line := range []string{"", "labels: percent", "infinite − oracle:", "  cache capacity", "oracle − routed:", "  routing (regret)", "true − routed:", "  queue effect"} {
+		l.Add(line)
+	}
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.6, float64(len(runs))-0.4
+	p.Y.Min, p.Y.Max = 0, math.Min(1, math.Max(0.05, ymax*1.15))
+	p.Y.Tick.Marker = PlainTicks{}
+	f.w = inches(math.Min(16, 4.2+1.5*float64(len(runs))))
+	f.h = inches(4.2)
+	f.draw = func(c draw.Canvas) { withLegend(c, l, len(rungs)+8, p.Draw) }
 	return f
 }
 
 // maxTrendPoints and maxLoadPoints bound the points per line of the
 // time-series plots.
 const (
-	maxTrendPoints = 150
+	maxTrendPoints = 90
 	maxLoadPoints  = 300
 )
 
@@ -522,88 +608,188 @@ func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-// maxLegendReplicas is the most replicas named in the replica_load legend.
-const maxLegendReplicas = 16
+// maxHeatmapRuns is the most configs the replica heatmaps show.
+const maxHeatmapRuns = 6
 
-// loadFigure: the first config's per-replica running+waiting requests and
-// KV usage over time, two aligned panels.
-func (o *Output) loadFigure() figure {
-	f := figure{name: PlotReplicaLoad, title: "Replica load", w: inches(8), h: inches(6)}
-	if len(o.runs) == 0 || len(o.runs[0].load) == 0 {
-		f.w, f.h = inches(6), inches(4)
-		title := "Replica load over time"
-		if len(o.runs) > 0 {
-			title += " — " + o.runs[0].name
+// maxReplicaLabels is the most replica names on a heatmap's axis.
+const maxReplicaLabels = 16
+
+// replicaGrid is one run's per-replica series as a heat-map grid: columns
+// are time bins, rows replicas.
+type replicaGrid struct {
+	t   []float64   // bin mid times (s)
+	z   [][]float64 // [replica][bin]
+	max float64
+}
+
+func (g *replicaGrid) Dims() (c, r int)   { return len(g.t), len(g.z) }
+func (g *replicaGrid) Z(c, r int) float64 { return g.z[r][c] }
+func (g *replicaGrid) X(c int) float64    { return g.t[c] }
+func (g *replicaGrid) Y(r int) float64    { return float64(r) }
+
+// grids builds a run's KV-usage (%) and waiting-requests grids, or false
+// when the run has too few samples.
+func (r *runData) grids() (kv, queue *replicaGrid, ok bool) {
+	if len(r.load) == 0 {
+		return nil, nil, false
+	}
+	n := math.MaxInt
+	coarse := make([][]seriesBin, len(r.load))
+	for i, s := range r.load {
+		coarse[i] = coarsen(s.bins, maxLoadPoints)
+		n = min(n, len(coarse[i]))
+	}
+	if n < 2 {
+		return nil, nil, false
+	}
+	kv, queue = &replicaGrid{}, &replicaGrid{}
+	for k := range n {
+		b := coarse[0][k]
+		kv.t = append(kv.t, b.t/float64(b.n))
+	}
+	queue.t = kv.t
+	for _, bins := range coarse {
+		kr, qr := make([]float64, n), make([]float64, n)
+		for k := range n {
+			b := bins[k]
+			qr[k], kr[k] = b.a/float64(b.n), 100*b.b/float64(b.n)
+			queue.max, kv.max = math.Max(queue.max, qr[k]), math.Max(kv.max, kr[k])
 		}
+		kv.z, queue.z = append(kv.z, kr), append(queue.z, qr)
+	}
+	return kv, queue, true
+}
+
+// heatColors is the colour map of the heatmaps: white for 0 through
+// yellow and red to black at the maximum.
+func heatColors(lo, hi float64) plotpalette.ColorMap {
+	cm := plotpalette.Reverse(moreland.BlackBody())
+	cm.SetMin(lo)
+	cm.SetMax(hi)
+	return cm
+}
+
+// replicaTicks labels rows with the replicas' short names (after the last
+// "/"), every k-th row beyond maxReplicaLabels.
+func replicaTicks(names []string, n int) plot.ConstantTicks {
+	every := (n + maxReplicaLabels - 1) / maxReplicaLabels
+	var ts plot.ConstantTicks
+	for i := range n {
+		t := plot.Tick{Value: float64(i)}
+		if i%every == 0 {
+			name := replicaName(names, i)
+			if j := strings.LastIndexByte(name, '/'); j >= 0 {
+				name = name[j+1:]
+			}
+			t.Label = name
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// loadFigure: per config (up to maxHeatmapRuns), a replica × time heatmap
+// of KV cache usage and one of waiting requests, on scales shared by all
+// configs, with a colour bar under each column. Idle replicas are white
+// rows.
+func (o *Output) loadFigure() figure {
+	const title = "Replica KV usage and queue over time"
+	f := figure{name: PlotReplicaLoad, title: "Replica load"}
+	type panelData struct {
+		name      string
+		names     []string
+		kv, queue *replicaGrid
+	}
+	var data []panelData
+	qmax := 1.0
+	replicas := 0
+	for _, r := range o.runs {
+		if len(data) == maxHeatmapRuns {
+			break
+		}
+		kv, q, ok := r.grids()
+		if !ok {
+			continue
+		}
+		data = append(data, panelData{r.name, r.replicas, kv, q})
+		qmax = math.Max(qmax, q.max)
+		replicas = max(replicas, len(kv.z))
+	}
+	if len(data) == 0 {
+		f.w, f.h = inches(6), inches(4)
 		np := notePlot(title, "no time-series samples in this run")
 		f.draw = func(c draw.Canvas) { np.Draw(c) }
 		return f
 	}
-	r := o.runs[0]
-	top := newPlot("Replica load over time — "+r.name, "", "running + waiting requests")
-	bot := newPlot("", "simulated time (s)", "KV cache usage (%)")
-	l := newLegend()
-	entries := 0
-	named := len(r.load) <= maxLegendReplicas
-	width := vg.Points(1.2)
-	if len(r.load) > 8 {
-		width = vg.Points(0.8)
-	}
-	var meanQ, meanKV plotter.XYs
-	kvMax := 0.0
-	for i, s := range r.load {
-		bins := coarsen(s.bins, maxLoadPoints)
-		q := make(plotter.XYs, len(bins))
-		kv := make(plotter.XYs, len(bins))
-		for k, b := range bins {
-			t := b.t / float64(b.n)
-			q[k] = plotter.XY{X: t, Y: b.a / float64(b.n)}
-			kv[k] = plotter.XY{X: t, Y: 100 * b.b / float64(b.n)}
-			if k >= len(meanQ) {
-				meanQ = append(meanQ, plotter.XY{X: t})
-				meanKV = append(meanKV, plotter.XY{X: t})
+	qmax = math.Ceil(qmax)
+	kvMap, qMap := heatColors(0, 100), heatColors(0, qmax)
+	plots := make([][]*plot.Plot, len(data))
+	xmax := 0.0
+	for i, d := range data {
+		xmax = math.Max(xmax, d.kv.t[len(d.kv.t)-1])
+		for j, g := range []struct {
+			grid  *replicaGrid
+			cm    plotpalette.ColorMap
+			label string
+		}{{d.kv, kvMap, "KV cache usage (%)"}, {d.queue, qMap, "waiting requests"}} {
+			xlabel := ""
+			if i == len(data)-1 {
+				xlabel = "simulated time (s)"
 			}
-			kvMax = math.Max(kvMax, kv[k].Y)
-			meanQ[k].Y += q[k].Y / float64(len(r.load))
-			meanKV[k].Y += kv[k].Y / float64(len(r.load))
+			ylabel := ""
+			if j == 0 {
+				ylabel = "replica"
+			}
+			p := newPlot(d.name+" · "+g.label, xlabel, ylabel)
+			p.Title.TextStyle.Font.Size = vg.Points(11)
+			hm := plotter.NewHeatMap(g.grid, g.cm.Palette(255))
+			hm.Min, hm.Max = g.cm.Min(), g.cm.Max()
+			hm.Rasterized = true
+			p.Add(hm)
+			p.Y.Tick.Marker = replicaTicks(d.names, len(g.grid.z))
+			p.Y.Tick.Label.Font.Size = vg.Points(7)
+			p.X.Tick.Marker = PlainTicks{}
+			plots[i] = append(plots[i], p)
 		}
-		th := addLine(top, q, lineStyle(i, width))
-		addLine(bot, kv, lineStyle(i, width))
-		if named && th != nil {
-			l.Add(replicaName(r.replicas, i), th...)
-			entries++
+	}
+	for _, row := range plots {
+		for _, p := range row {
+			p.X.Min, p.X.Max = 0, xmax
+			p.Y.Min, p.Y.Max = -0.5, float64(replicas)-0.5
 		}
 	}
-	if !named {
-		l.Add(strconv.Itoa(len(r.load)) + " replicas, one line each")
-		entries++
+	bars := make([]*plot.Plot, 2)
+	for j, cb := range []struct {
+		cm    plotpalette.ColorMap
+		label string
+	}{{kvMap, "KV cache usage (%) — white: empty or idle"}, {qMap, "waiting requests (mean per time bin)"}} {
+		bp := plot.New()
+		bp.HideY()
+		bp.X.Label.Text = cb.label
+		bp.X.Label.TextStyle.Font.Size = vg.Points(10)
+		bp.X.Tick.Marker = PlainTicks{}
+		bp.Add(&plotter.ColorBar{ColorMap: cb.cm})
+		bp.X.Min, bp.X.Max = cb.cm.Min(), cb.cm.Max()
+		bars[j] = bp
 	}
-	mean := draw.LineStyle{Color: color.Black, Width: vg.Points(2.2)}
-	if th := addLine(top, meanQ, mean); th != nil {
-		l.Add("fleet mean", th...)
-		entries++
-	}
-	addLine(bot, meanKV, mean)
-	top.Y.Min = 0
-	// KV usage on its own scale: a lightly loaded fleet uses a few percent.
-	bot.Y.Min, bot.Y.Max = 0, math.Min(100, math.Max(kvMax*1.1, 1))
-	top.Y.Tick.Marker = PlainTicks{}
-	bot.Y.Tick.Marker = PlainTicks{}
-	top.X.Tick.Marker = PlainTicks{}
-	bot.X.Tick.Marker = PlainTicks{}
-	top.X.Min, bot.X.Min = 0, 0
-	// Share the x range so the panels line up.
-	xmax := math.Max(top.X.Max, bot.X.Max)
-	top.X.Max, bot.X.Max = xmax, xmax
-	plots := [][]*plot.Plot{{top}, {bot}}
+	// A panel row needs about 1.1 in for its title, ticks and labels.
+	rowH := 1.6 + 0.04*float64(replicas)
+	f.w = inches(11)
+	f.h = inches(0.4 + 0.9 + rowH*float64(len(data)))
 	f.draw = func(c draw.Canvas) {
-		withLegend(c, l, entries, func(c draw.Canvas) {
-			tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Points(10), PadTop: vg.Points(4), PadBottom: vg.Points(4),
-				PadLeft: vg.Points(4), PadRight: vg.Points(4)}
-			cs := plot.Align(plots, tiles, c)
-			top.Draw(cs[0][0])
-			bot.Draw(cs[1][0])
-		})
+		barH := vg.Points(62)
+		head := vg.Points(22)
+		top := draw.Crop(c, 0, 0, barH, -head)
+		drawGrid(top, plots, vg.Points(18))
+		hc := draw.Crop(c, 0, 0, c.Size().Y-head, 0)
+		hp := notePlot("", "")
+		hp.Title.Text = title
+		hp.Title.TextStyle.Font.Size = vg.Points(13)
+		hp.Draw(hc)
+		bc := draw.Crop(c, 0, 0, 0, -(c.Size().Y - barH))
+		half := bc.Size().X / 2
+		bars[0].Draw(draw.Crop(bc, vg.Points(40), -half-vg.Points(10), vg.Points(4), -vg.Points(8)))
+		bars[1].Draw(draw.Crop(bc, half+vg.Points(40), -vg.Points(10), vg.Points(4), -vg.Points(8)))
 	}
 	return f
 }

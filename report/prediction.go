@@ -23,14 +23,29 @@ type Prediction struct {
 	PhantomRate float64 `json:"phantom_rate"`
 	MissedRate  float64 `json:"missed_rate"`
 	// Over/under: predicted above/below the true fraction by more than one
-	// router block (1/total of the prompt).
+	// router block (1/total of the prompt); shares of requests.
 	OverpredictedRate  float64 `json:"overpredicted_rate"`
 	UnderpredictedRate float64 `json:"underpredicted_rate"`
+	// Token-weighted error, with P = predicted fraction × prompt tokens
+	// and T = the true reuse (cached tokens) of each request:
+	// OverPredictedTokens = Σ max(0, P − T) ÷ Σ P, the share of the
+	// producer's belief that was not in the cache (0 when Σ P = 0);
+	// UnderPredictedTokens = Σ max(0, T − P) ÷ Σ T, the share of the true
+	// reuse it did not predict (0 when Σ T = 0). PredictedTokens = Σ P and
+	// TrueTokens = Σ T.
+	OverPredictedTokens  float64 `json:"over_predicted_tokens"`
+	UnderPredictedTokens float64 `json:"under_predicted_tokens"`
+	PredictedTokens      float64 `json:"predicted_tokens"`
+	TrueTokens           int64   `json:"true_tokens"`
 	// Calibration buckets predicted fractions in tenths.
 	Calibration []CalibrationBucket `json:"calibration"`
 	// ErrorByCause splits Σ|predicted − true| (in prompt tokens) by cause;
 	// values are shares summing to 1 (see predAcc.add for the rules).
 	ErrorByCause map[string]float64 `json:"error_by_cause,omitempty"`
+	// OverByCause and UnderByCause split the over- and under-predicted
+	// tokens by cause; shares summing to 1, absent when there is none.
+	OverByCause  map[string]float64 `json:"over_predicted_by_cause,omitempty"`
+	UnderByCause map[string]float64 `json:"under_predicted_by_cause,omitempty"`
 }
 
 // CalibrationBucket is one predicted-fraction bucket [Lo, Hi).
@@ -70,6 +85,11 @@ type predAcc struct {
 		pred, truth float64
 	}
 	cause map[string]float64
+	// Token-weighted: Σ P, Σ T, Σ max(0, P − T), Σ max(0, T − P), and
+	// the latter two by cause.
+	predTok, overTok, underTok float64
+	trueTok                    int64
+	overCause, underCause      map[string]float64
 }
 
 // add accounts one routed request. With P the predicted tokens (fraction ×
@@ -77,6 +97,13 @@ type predAcc struct {
 // true reuse: |R − T| goes to CauseSchedulingChange; P − R goes to
 // CauseGranularity when within one router block, else to
 // CauseEvictionUnseen (P > R) or CauseIndexMissed (P < R).
+//
+// The over-predicted tokens max(0, P − T) = max(0, (P − R) + (R − T)) are
+// split between the positive one(s) of the two terms in proportion to
+// their size: P − R > 0 is the index's cause as above, R − T > 0 is
+// CauseSchedulingChange (evicted while the request waited). The
+// under-predicted tokens max(0, T − P) are split between the negative
+// ones likewise (R − T < 0: computed while it waited).
 func (p *predAcc) add(r *sim.Record, pred float64, blocks int) {
 	if r.PromptTokens <= 0 || r.Outcome != sim.Completed || r.Warmup {
 		return
@@ -110,16 +137,60 @@ func (p *predAcc) add(r *sim.Record, pred float64, blocks int) {
 	if p.cause == nil {
 		p.cause = map[string]float64{}
 	}
-	predTok, routed := pred*prompt, float64(r.RoutedCachedTokens)
-	p.cause[CauseSchedulingChange] += math.Abs(routed - float64(r.CachedTokens))
-	switch d := predTok - routed; {
-	case math.Abs(d) <= block*prompt:
-		p.cause[CauseGranularity] += math.Abs(d)
-	case d > 0:
-		p.cause[CauseEvictionUnseen] += d
+	predTok, routed, trueTok := pred*prompt, float64(r.RoutedCachedTokens), float64(r.CachedTokens)
+	p.cause[CauseSchedulingChange] += math.Abs(routed - trueTok)
+	index := CauseGranularity // the cause of d1 = P − R
+	d1, d2 := predTok-routed, routed-trueTok
+	switch {
+	case math.Abs(d1) <= block*prompt:
+		p.cause[CauseGranularity] += math.Abs(d1)
+	case d1 > 0:
+		index = CauseEvictionUnseen
+		p.cause[CauseEvictionUnseen] += d1
 	default:
-		p.cause[CauseIndexMissed] += -d
+		index = CauseIndexMissed
+		p.cause[CauseIndexMissed] += -d1
 	}
+	p.predTok += predTok
+	p.trueTok += int64(r.CachedTokens)
+	if p.overCause == nil {
+		p.overCause, p.underCause = map[string]float64{}, map[string]float64{}
+	}
+	split := func(total float64, a, b float64, into map[string]float64) {
+		// total = a + b − (the other sign's parts); a, b >= 0, a + b >= total.
+		if total <= 0 || a+b <= 0 {
+			return
+		}
+		into[index] += total * a / (a + b)
+		into[CauseSchedulingChange] += total * b / (a + b)
+	}
+	if over := predTok - trueTok; over > 0 {
+		p.overTok += over
+		split(over, max(d1, 0), max(d2, 0), p.overCause)
+	} else if under := -over; under > 0 {
+		p.underTok += under
+		split(under, max(-d1, 0), max(-d2, 0), p.underCause)
+	}
+}
+
+// shares normalises a cause map to shares summing to 1, summing in a fixed
+// order (float addition is not associative; map order would make the last
+// digits vary from run to run); nil when it sums to 0.
+func shares(m map[string]float64) map[string]float64 {
+	var total float64
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		total += m[k]
+	}
+	if !(total > 0) {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, v := range m {
+		if v > 0 {
+			out[k] = v / total
+		}
+	}
+	return out
 }
 
 func (p *predAcc) summary() *Prediction {
@@ -151,5 +222,13 @@ func (p *predAcc) summary() *Prediction {
 			out.ErrorByCause[k] = v / total
 		}
 	}
+	out.PredictedTokens, out.TrueTokens = p.predTok, p.trueTok
+	if p.predTok > 0 {
+		out.OverPredictedTokens = p.overTok / p.predTok
+	}
+	if p.trueTok > 0 {
+		out.UnderPredictedTokens = p.underTok / float64(p.trueTok)
+	}
+	out.OverByCause, out.UnderByCause = shares(p.overCause), shares(p.underCause)
 	return out
 }

@@ -43,15 +43,28 @@ func (s *series) add(t, a, b float64) {
 // maxTimeBins bounds the arrival-time bins of a run.
 const maxTimeBins = 512
 
+// The token sums of a time bin.
+const (
+	binCached   = iota // true reuse (cached tokens)
+	binOracle          // best replica at routing
+	binPrompt          // prompt tokens
+	binRouted          // chosen replica at routing
+	binInfinite        // infinite cache
+	nBinVals
+)
+
+// binVals are the token sums of one bin (indexed by bin*).
+type binVals [nBinVals]int64
+
 // timeBins sums token counts of records by arrival time in bins of a fixed
 // width (starting at 100 ms) that doubles whenever a record falls beyond
 // the last bin, so records may arrive in any order.
 type timeBins struct {
 	width int64
-	bins  [][3]int64 // cached, oracle, prompt tokens
+	bins  []binVals
 }
 
-func (tb *timeBins) add(t, cached, oracle, prompt int64) {
+func (tb *timeBins) add(t int64, v binVals) {
 	if tb.width == 0 {
 		tb.width = 100_000_000
 	}
@@ -59,7 +72,7 @@ func (tb *timeBins) add(t, cached, oracle, prompt int64) {
 	k := t / tb.width
 	for k >= maxTimeBins {
 		for i := range (len(tb.bins) + 1) / 2 {
-			var m [3]int64
+			var m binVals
 			for j := 2 * i; j < min(2*i+2, len(tb.bins)); j++ {
 				for c := range m {
 					m[c] += tb.bins[j][c]
@@ -72,11 +85,11 @@ func (tb *timeBins) add(t, cached, oracle, prompt int64) {
 		k = t / tb.width
 	}
 	for int64(len(tb.bins)) <= k {
-		tb.bins = append(tb.bins, [3]int64{})
+		tb.bins = append(tb.bins, binVals{})
 	}
-	tb.bins[k][0] += cached
-	tb.bins[k][1] += oracle
-	tb.bins[k][2] += prompt
+	for c := range v {
+		tb.bins[k][c] += v[c]
+	}
 }
 
 // coarsen merges consecutive bins in groups so that at most maxPts remain
@@ -102,14 +115,14 @@ func coarsen(bins []seriesBin, maxPts int) []seriesBin {
 
 // coarsened returns the bins merged in groups of k (so that at most maxPts
 // remain) and the merged bin width in ns.
-func (tb *timeBins) coarsened(maxPts int) ([][3]int64, int64) {
+func (tb *timeBins) coarsened(maxPts int) ([]binVals, int64) {
 	k := (len(tb.bins) + maxPts - 1) / max(maxPts, 1)
 	if k <= 1 {
 		return tb.bins, tb.width
 	}
-	out := make([][3]int64, 0, (len(tb.bins)+k-1)/k)
+	out := make([]binVals, 0, (len(tb.bins)+k-1)/k)
 	for i := 0; i < len(tb.bins); i += k {
-		var m [3]int64
+		var m binVals
 		for _, b := range tb.bins[i:min(i+k, len(tb.bins))] {
 			for c := range m {
 				m[c] += b[c]

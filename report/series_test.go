@@ -67,26 +67,32 @@ func TestCoarsen(t *testing.T) {
 }
 
 func TestTimeBinsDoubleWidth(t *testing.T) {
+	// v is a bin with the cached, oracle and prompt sums (the other rungs
+	// follow the same arithmetic; the last one checks that they are summed
+	// too).
+	v := func(c, o, p int64) binVals {
+		return binVals{binCached: c, binOracle: o, binPrompt: p, binInfinite: c + o}
+	}
 	var tb timeBins
-	tb.add(0, 1, 2, 3)
-	tb.add(250e6, 10, 20, 30) // bin 2 of 100 ms
-	if tb.width != 100e6 || len(tb.bins) != 3 || tb.bins[2] != [3]int64{10, 20, 30} {
+	tb.add(0, v(1, 2, 3))
+	tb.add(250e6, v(10, 20, 30)) // bin 2 of 100 ms
+	if tb.width != 100e6 || len(tb.bins) != 3 || tb.bins[2] != v(10, 20, 30) {
 		t.Fatalf("width %d bins %v", tb.width, tb.bins)
 	}
 	// 60 s needs bin 600 of 100 ms: the width doubles to 200 ms (bin 300)
 	// and earlier bins merge pairwise.
-	tb.add(60e9, 100, 200, 300)
-	if tb.width != 200e6 || len(tb.bins) != 301 || tb.bins[0] != [3]int64{1, 2, 3} || tb.bins[1] != [3]int64{10, 20, 30} ||
-		tb.bins[300] != [3]int64{100, 200, 300} {
+	tb.add(60e9, v(100, 200, 300))
+	if tb.width != 200e6 || len(tb.bins) != 301 || tb.bins[0] != v(1, 2, 3) || tb.bins[1] != v(10, 20, 30) ||
+		tb.bins[300] != v(100, 200, 300) {
 		t.Fatalf("width %d, %d bins, first %v", tb.width, len(tb.bins), tb.bins[:2])
 	}
 	// Out of order is fine.
-	tb.add(0.1e9, 1, 1, 1)
-	if tb.bins[0] != [3]int64{2, 3, 4} {
+	tb.add(0.1e9, v(1, 1, 1))
+	if tb.bins[0] != v(2, 3, 4) {
 		t.Fatalf("bin 0 = %v", tb.bins[0])
 	}
 	got, w := tb.coarsened(100)
-	if w != 800e6 || len(got) != 76 || got[0] != [3]int64{12, 23, 34} || got[75] != [3]int64{100, 200, 300} {
+	if w != 800e6 || len(got) != 76 || got[0] != v(12, 23, 34) || got[75] != v(100, 200, 300) {
 		t.Fatalf("coarsened: width %d, %d bins, %v … %v", w, len(got), got[0], got[len(got)-1])
 	}
 }

@@ -1,12 +1,16 @@
 // Package report turns a run's request records into summaries: request
-// accounting, latency percentiles, throughput, true and oracle cache hit
-// ratios, and the approximate producer's prediction error. It reads records
-// only; it never reaches into live simulation state.
+// accounting, latency percentiles, offered load and throughput, the
+// hit-rate ladder (infinite cache, oracle, routed, true), routing regret
+// and the queue effect, and the prefix producers' prediction error. It
+// reads records only; it never reaches into live simulation state. Every
+// field is defined in docs/metrics.md.
 package report
 
 import (
+	"maps"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/sim"
@@ -19,23 +23,36 @@ type Aggregator struct {
 	ttft, tpot, e2e, queue     []float64 // ms
 	promptTokens               int64
 	outputTokens               int64
-	cached, oracle             int64
-	first, last                int64
-	perReplica                 map[int][2]int64 // replica -> {cached, prompt}
-	routed                     map[int]int
-	ties                       int
-	approx, precise            predAcc
+	// The ladder's rungs and the queue effect, Σ tokens.
+	cached, oracle, routedTok, infinite int64
+	queueGained, queueLost              int64
+	first, last                         int64
+	perReplica                          map[int][2]int64 // replica -> {cached, prompt}
+	routed                              map[int]int
+	ties                                int
+	approx, precise                     predAcc
+	// Offered load: every request after warm-up that reached the EPP.
+	offered                   int
+	offeredPrompt             int64
+	offeredFirst, offeredLast int64
 }
 
 // NewAggregator returns an empty aggregator.
 func NewAggregator() *Aggregator {
-	return &Aggregator{reasons: map[string]int{}, perReplica: map[int][2]int64{}, routed: map[int]int{}, first: math.MaxInt64}
+	return &Aggregator{reasons: map[string]int{}, perReplica: map[int][2]int64{}, routed: map[int]int{},
+		first: math.MaxInt64, offeredFirst: math.MaxInt64, offeredLast: math.MinInt64}
 }
 
 // Add accounts one final record. Warm-up records count in the request
 // totals only.
 func (a *Aggregator) Add(r *sim.Record) {
 	a.total++
+	if !r.Warmup {
+		a.offered++
+		a.offeredPrompt += int64(r.PromptTokens)
+		a.offeredFirst = min(a.offeredFirst, r.Arrival)
+		a.offeredLast = max(a.offeredLast, r.Arrival)
+	}
 	switch r.Outcome {
 	case sim.Completed:
 		a.completed++
@@ -58,6 +75,13 @@ func (a *Aggregator) Add(r *sim.Record) {
 	a.outputTokens += int64(r.OutputTokens)
 	a.cached += int64(r.CachedTokens)
 	a.oracle += int64(r.OracleCachedTokens)
+	a.routedTok += int64(r.RoutedCachedTokens)
+	a.infinite += int64(r.InfiniteCachedTokens)
+	if d := int64(r.CachedTokens - r.RoutedCachedTokens); d > 0 {
+		a.queueGained += d
+	} else {
+		a.queueLost -= d
+	}
 	a.first = min(a.first, r.Arrival)
 	a.last = max(a.last, r.Completion)
 	pr := a.perReplica[r.Replica]
@@ -99,26 +123,59 @@ type Summary struct {
 		E2E   Dist `json:"e2e"`
 		Queue Dist `json:"queue"`
 	} `json:"latency_ms"`
+	// OfferedLoad is what the traffic asked of the fleet: every request
+	// after warm-up that reached the EPP (completed or rejected) over the
+	// span of their arrivals.
+	OfferedLoad struct {
+		RequestsPerS     float64 `json:"requests_per_s"`
+		PromptTokensPerS float64 `json:"prompt_tokens_per_s"`
+		ArrivalSpanS     float64 `json:"arrival_span_s"`
+	} `json:"offered_load"`
 	Throughput struct {
 		RequestsPerS     float64 `json:"requests_per_s"`
 		OutputTokensPerS float64 `json:"output_tokens_per_s"`
 		InputTokensPerS  float64 `json:"input_tokens_per_s"`
 	} `json:"throughput"`
+	// Cache holds the hit-rate ladder, token-weighted over the completed
+	// requests after warm-up (Σ rung tokens ÷ PromptTokens):
+	// InfiniteHitRatio >= OracleHitRatio >= RoutedHitRatio, measured at
+	// routing time; TrueHitRatio = RoutedHitRatio + QueueEffectTokens ÷
+	// PromptTokens is what the replicas reused.
 	Cache struct {
-		TrueHitRatio   float64            `json:"true_hit_ratio"`
-		OracleHitRatio float64            `json:"oracle_hit_ratio"`
-		RegretTokens   int64              `json:"regret_tokens"`
-		PerReplica     map[string]float64 `json:"per_replica_hit_ratio"`
-		Evictions      int64              `json:"evictions"`
-		Preemptions    int64              `json:"preemptions"`
+		InfiniteHitRatio float64 `json:"infinite_cache_hit_ratio"`
+		OracleHitRatio   float64 `json:"oracle_hit_ratio"`
+		RoutedHitRatio   float64 `json:"routed_hit_ratio"`
+		TrueHitRatio     float64 `json:"true_hit_ratio"`
+		PromptTokens     int64   `json:"prompt_tokens"`
+		// RegretTokens is Σ (oracle − routed) ≥ 0: the reuse the routing
+		// decisions left on other replicas.
+		RegretTokens int64 `json:"regret_tokens"`
+		// QueueEffectTokens is Σ (cached − routed) = gained − lost:
+		// prefixes computed (gained) or evicted (lost) on the chosen
+		// replica between routing and first scheduling.
+		QueueEffectTokens int64              `json:"queue_effect_tokens"`
+		QueueGainedTokens int64              `json:"queue_gained_tokens"`
+		QueueLostTokens   int64              `json:"queue_lost_tokens"`
+		PerReplica        map[string]float64 `json:"per_replica_hit_ratio"`
+		Evictions         int64              `json:"evictions"`
+		Preemptions       int64              `json:"preemptions"`
 	} `json:"cache"`
 	// Prediction compares each prefix producer's belief with the truth,
 	// keyed by producer type.
 	Prediction map[string]*Prediction `json:"prediction,omitempty"`
 	Routing    struct {
+		// PerReplica counts the completed requests after warm-up sent to
+		// each replica of the fleet, 0 included.
 		PerReplica map[string]int `json:"requests_per_replica"`
 		Imbalance  float64        `json:"load_imbalance"`
 		TieShare   float64        `json:"tie_share"`
+		// Replicas is the fleet size, IdleReplicas how many of them
+		// received no request; BusiestReplica received the most
+		// (BusiestShare of all; the first in fleet order on a tie).
+		Replicas       int     `json:"replicas"`
+		IdleReplicas   int     `json:"idle_replicas"`
+		BusiestReplica string  `json:"busiest_replica,omitempty"`
+		BusiestShare   float64 `json:"busiest_replica_share"`
 	} `json:"routing"`
 	Sim struct {
 		Events     uint64  `json:"events"`
@@ -227,36 +284,80 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 		s.Throughput.OutputTokensPerS = float64(a.outputTokens) / span
 		s.Throughput.InputTokensPerS = float64(a.promptTokens) / span
 	}
+	if a.offered > 0 {
+		span := float64(a.offeredLast-a.offeredFirst) / 1e9
+		s.OfferedLoad.ArrivalSpanS = span
+		if span > 0 {
+			s.OfferedLoad.RequestsPerS = float64(a.offered) / span
+			s.OfferedLoad.PromptTokensPerS = float64(a.offeredPrompt) / span
+		}
+	}
+	s.Cache.PromptTokens = a.promptTokens
 	if a.promptTokens > 0 {
 		// Token-weighted over the fleet, never a mean of per-replica ratios.
-		s.Cache.TrueHitRatio = float64(a.cached) / float64(a.promptTokens)
-		s.Cache.OracleHitRatio = float64(a.oracle) / float64(a.promptTokens)
+		p := float64(a.promptTokens)
+		s.Cache.TrueHitRatio = float64(a.cached) / p
+		s.Cache.OracleHitRatio = float64(a.oracle) / p
+		s.Cache.RoutedHitRatio = float64(a.routedTok) / p
+		s.Cache.InfiniteHitRatio = float64(a.infinite) / p
 	}
-	s.Cache.RegretTokens = a.oracle - a.cached
+	s.Cache.RegretTokens = a.oracle - a.routedTok
+	s.Cache.QueueGainedTokens, s.Cache.QueueLostTokens = a.queueGained, a.queueLost
+	s.Cache.QueueEffectTokens = a.queueGained - a.queueLost
 	s.Cache.PerReplica = map[string]float64{}
 	s.Routing.PerReplica = map[string]int{}
-	names := map[int]string{}
+	var names []string
 	if res != nil {
 		s.Requests.InFlight = res.InFlight
-		for i, rr := range res.Replicas {
-			names[i] = rr.Name
+		for _, rr := range res.Replicas {
+			names = append(names, rr.Name)
 			s.Cache.Evictions += rr.Evictions
 			s.Cache.Preemptions += rr.Stats.Preemptions
 		}
 		s.Sim.Events = res.Events
 		s.Sim.SimSeconds = float64(res.SimTime) / 1e9
 	}
-	maxRouted := 0
+	name := func(i int) string {
+		if i >= 0 && i < len(names) {
+			return names[i]
+		}
+		return "replica-" + strconv.Itoa(i)
+	}
 	for i, v := range a.perReplica {
 		if v[1] > 0 {
-			s.Cache.PerReplica[names[i]] = float64(v[0]) / float64(v[1])
+			s.Cache.PerReplica[name(i)] = float64(v[0]) / float64(v[1])
 		}
 	}
-	for i, n := range a.routed {
-		s.Routing.PerReplica[names[i]] = n
-		maxRouted = max(maxRouted, n)
+	// Every replica of the fleet, those that received nothing included.
+	for _, n := range names {
+		s.Routing.PerReplica[n] = 0
 	}
-	if n := len(names); n > 0 && len(a.e2e) > 0 {
+	for i, n := range a.routed {
+		s.Routing.PerReplica[name(i)] = n
+	}
+	s.Routing.Replicas = len(s.Routing.PerReplica)
+	// Fleet order, then any replica the fleet did not name (by name).
+	order := slices.Clone(names)
+	for _, n := range slices.Sorted(maps.Keys(s.Routing.PerReplica)) {
+		if !slices.Contains(names, n) {
+			order = append(order, n)
+		}
+	}
+	maxRouted, total := 0, 0
+	for _, n := range order {
+		c := s.Routing.PerReplica[n]
+		total += c
+		if c == 0 {
+			s.Routing.IdleReplicas++
+		}
+		if c > maxRouted {
+			maxRouted, s.Routing.BusiestReplica = c, n
+		}
+	}
+	if total > 0 {
+		s.Routing.BusiestShare = float64(maxRouted) / float64(total)
+	}
+	if n := s.Routing.Replicas; n > 0 && len(a.e2e) > 0 {
 		s.Routing.Imbalance = float64(maxRouted) / (float64(len(a.e2e)) / float64(n))
 		s.Routing.TieShare = float64(a.ties) / float64(len(a.e2e))
 	}

@@ -32,8 +32,10 @@ func TestAggregatorTokenWeightedHitRatio(t *testing.T) {
 	}
 	res := &sim.Result{Replicas: []sim.ReplicaResult{{Name: "r0"}, {Name: "r1"}}}
 	s := a.Summary(res)
-	// Token-weighted: 900/1100, not the mean of 0.9 and 0.
-	if s.Cache.TrueHitRatio != 900.0/1100 || s.Cache.OracleHitRatio != 996.0/1100 || s.Cache.RegretTokens != 96 {
+	// Token-weighted: 900/1100, not the mean of 0.9 and 0. Regret is
+	// oracle − routed: 0 for request 1, 96 − 0 for request 2.
+	if s.Cache.TrueHitRatio != 900.0/1100 || s.Cache.OracleHitRatio != 996.0/1100 || s.Cache.RegretTokens != 96 ||
+		s.Cache.RoutedHitRatio != 900.0/1100 || s.Cache.QueueEffectTokens != 0 {
 		t.Fatalf("cache %+v", s.Cache)
 	}
 	if s.Requests.Total != 3 || s.Requests.Complete != 2 || s.Requests.Rejected != 1 || s.Requests.Reasons["too long"] != 1 {
@@ -87,4 +89,98 @@ func TestErrorByCauseIsDeterministic(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ladderRecords is a fixed run of three replicas worked out by hand in
+// TestSummaryLadderAndTokenError (r2 receives only a warm-up request).
+func ladderRecords() []sim.Record {
+	return []sim.Record{
+		// P = 0.9 × 1000 = 900 believed, R = 800 held at routing, T = 600
+		// reused: 200 evicted while it waited.
+		{ID: 1, Replica: 0, Arrival: 0, PromptTokens: 1000, OutputTokens: 2, CachedTokens: 600, RoutedCachedTokens: 800,
+			OracleCachedTokens: 800, InfiniteCachedTokens: 900, HasPredicted: true, Predicted: 0.9, PredictedBlocks: 16,
+			TTFT: 10e6, E2E: 20e6, Completion: 20e6, Outcome: sim.Completed, Tied: true},
+		// P = 50, R = 100, T = 400: 300 computed while it waited.
+		{ID: 2, Replica: 1, Arrival: 2e9, PromptTokens: 500, OutputTokens: 2, CachedTokens: 400, RoutedCachedTokens: 100,
+			OracleCachedTokens: 300, InfiniteCachedTokens: 400, HasPredicted: true, Predicted: 0.1, PredictedBlocks: 10,
+			TTFT: 10e6, E2E: 20e6, Completion: 2.02e9, Outcome: sim.Completed},
+		{ID: 3, Replica: 1, Arrival: 4e9, PromptTokens: 200, OutputTokens: 2, HasPredicted: true, PredictedBlocks: 4,
+			TTFT: 10e6, E2E: 20e6, Completion: 4.02e9, Outcome: sim.Completed},
+		{ID: 4, Replica: -1, Arrival: 5e9, PromptTokens: 300, Outcome: sim.Rejected, Reason: "too long"},
+		{ID: 5, Replica: 2, Arrival: 0.5e9, PromptTokens: 100, OutputTokens: 2, CachedTokens: 50, OracleCachedTokens: 100,
+			InfiniteCachedTokens: 100, TTFT: 1e6, E2E: 2e6, Completion: 0.502e9, Outcome: sim.Completed, Warmup: true},
+	}
+}
+
+func ladderSummary() *Summary {
+	a := NewAggregator()
+	recs := ladderRecords()
+	for i := range recs {
+		a.Add(&recs[i])
+	}
+	return a.Summary(&sim.Result{Replicas: []sim.ReplicaResult{{Name: "r0"}, {Name: "r1"}, {Name: "r2"}}})
+}
+
+// TestSummaryLadderAndTokenError checks the ladder, regret, queue effect,
+// token-weighted prediction error and its causes, offered load and idle
+// replicas against values worked out by hand from ladderRecords.
+func TestSummaryLadderAndTokenError(t *testing.T) {
+	s := ladderSummary()
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	// Completed after warm-up: requests 1-3, 1,700 prompt tokens.
+	c := s.Cache
+	if c.PromptTokens != 1700 || c.RegretTokens != 200 || c.QueueGainedTokens != 300 || c.QueueLostTokens != 200 || c.QueueEffectTokens != 100 {
+		t.Fatalf("cache tokens %+v", c)
+	}
+	near("infinite", c.InfiniteHitRatio, 1300.0/1700)
+	near("oracle", c.OracleHitRatio, 1100.0/1700)
+	near("routed", c.RoutedHitRatio, 900.0/1700)
+	near("true", c.TrueHitRatio, 1000.0/1700)
+	// true = routed + queue effect ÷ prompt tokens.
+	near("true - routed", c.TrueHitRatio-c.RoutedHitRatio, 100.0/1700)
+
+	p := s.Prediction["approx-prefix-cache-producer"]
+	// Σ P = 900 + 50 + 0, Σ T = 600 + 400 + 0. Over: request 1, 900 − 600;
+	// under: request 2, 400 − 50.
+	if p.PredictedTokens != 950 || p.TrueTokens != 1000 {
+		t.Fatalf("token sums %v %v", p.PredictedTokens, p.TrueTokens)
+	}
+	near("over_predicted_tokens", p.OverPredictedTokens, 300.0/950)
+	near("under_predicted_tokens", p.UnderPredictedTokens, 350.0/1000)
+	// Request 1: P − R = 100 > one 62.5-token block (eviction unseen),
+	// R − T = 200 (scheduling change): over 300 = 100 + 200. Request 2:
+	// P − R = −50, within one 50-token block (granularity), R − T = −300:
+	// under 350 = 50 + 300.
+	near("over eviction", p.OverByCause[CauseEvictionUnseen], 1.0/3)
+	near("over scheduling", p.OverByCause[CauseSchedulingChange], 2.0/3)
+	near("under granularity", p.UnderByCause[CauseGranularity], 1.0/7)
+	near("under scheduling", p.UnderByCause[CauseSchedulingChange], 6.0/7)
+	if len(p.OverByCause) != 2 || len(p.UnderByCause) != 2 {
+		t.Fatalf("causes %v %v", p.OverByCause, p.UnderByCause)
+	}
+	// Narrow per-request rates: no request predicted > 0 with zero reuse,
+	// none reused with nothing predicted (request 3 has neither).
+	if p.PhantomRate != 0 || p.MissedRate != 0 {
+		t.Fatalf("phantom %v missed %v", p.PhantomRate, p.MissedRate)
+	}
+
+	// Offered: requests 1-4 (the warm-up one excluded), arrivals 0-5 s,
+	// 2,000 prompt tokens.
+	near("offered req/s", s.OfferedLoad.RequestsPerS, 4.0/5)
+	near("offered prompt tokens/s", s.OfferedLoad.PromptTokensPerS, 2000.0/5)
+	near("arrival span", s.OfferedLoad.ArrivalSpanS, 5)
+
+	// r2 received only the warm-up request: idle. r1 has 2 of 3.
+	r := s.Routing
+	if r.Replicas != 3 || r.IdleReplicas != 1 || r.PerReplica["r2"] != 0 || len(r.PerReplica) != 3 || r.BusiestReplica != "r1" {
+		t.Fatalf("routing %+v", r)
+	}
+	near("busiest share", r.BusiestShare, 2.0/3)
+	near("imbalance", r.Imbalance, 2/(3.0/3))
+	near("tie share", r.TieShare, 1.0/3)
 }

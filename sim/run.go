@@ -85,9 +85,17 @@ type Record struct {
 	// CachedTokens is the true reuse on the chosen replica
 	// (num_cached_tokens at first scheduling).
 	CachedTokens int
-	// OracleCachedTokens is the largest cached prefix over all replicas at
-	// routing time (lag-free).
+	// OracleCachedTokens is the largest cached prefix over every replica of
+	// the fleet at routing time (lag-free), measured at the same instant
+	// as RoutedCachedTokens, so OracleCachedTokens >= RoutedCachedTokens
+	// for every routed request.
 	OracleCachedTokens int
+	// InfiniteCachedTokens is the prefix of this prompt that every request
+	// routed before it had computed together: what one infinite cache in
+	// front of the fleet would reuse (workload.PrefixReuse, the quantity
+	// `trace inspect` sums). It bounds what any replica can hold, so
+	// InfiniteCachedTokens >= OracleCachedTokens.
+	InfiniteCachedTokens int
 	// Predicted is the approximate prefix producer's match/total on the
 	// chosen replica at routing time; HasPredicted is false when no approx
 	// producer is configured. PredictedPrecise likewise for KV events.
@@ -100,8 +108,10 @@ type Record struct {
 	PredictedBlocks int
 	PreciseBlocks   int
 	// RoutedCachedTokens is the chosen replica's cached prefix at routing
-	// time; it differs from CachedTokens when the cache changed between
-	// routing and first scheduling.
+	// time (exact, lag-free); it differs from CachedTokens when the cache
+	// changed between routing and first scheduling (the queue effect,
+	// CachedTokens - RoutedCachedTokens). 0 when the request was not
+	// routed.
 	RoutedCachedTokens int
 	// Tied is true when the pick shared the top score.
 	Tied bool
@@ -197,6 +207,7 @@ type runner struct {
 	fleet         []*fleetReplica
 	byName        map[string]int
 	hashEng       *replica.Engine
+	reuse         *workload.PrefixReuse // the infinite cache of the routed requests
 	approx        []epp.DataKey
 	precise       []epp.DataKey
 	flights       []*flight
@@ -292,6 +303,7 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: spec.Labels})
 	}
 	r.hashEng = r.fleet[0].eng
+	r.reuse = workload.NewPrefixReuse(r.hashEng.Config().BlockSize)
 	for _, p := range router.Producers {
 		for _, k := range p.Produces() {
 			if k.Type != epp.PrefixCacheMatchInfoType {
@@ -500,6 +512,16 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	f.er = &epp.Request{ID: strconv.FormatInt(wr.ID, 10), TargetModel: wr.Model, Headers: headers, Path: wr.Endpoint,
 		Body: wr.Body, ServerPromptTokens: wr.PromptTokens}
 	hashes := r.promptHashes(wr)
+	// Every rung of the hit-rate ladder is measured at this one instant,
+	// before the EPP decides: the infinite cache of everything routed so
+	// far, then each replica's cache (the oracle is their maximum, the
+	// chosen replica's is the routed rung).
+	st, err := r.reuse.Add(wr)
+	if err != nil {
+		r.fail(fmt.Errorf("sim: request %d: infinite-cache bound: %w", wr.ID, err))
+		return
+	}
+	f.rec.InfiniteCachedTokens = int(st.Hit)
 	cached := r.cachedScratch[:0]
 	for _, fr := range r.fleet {
 		c := fr.eng.CachedPrefixTokens(hashes, len(wr.PromptTokens))

@@ -40,6 +40,18 @@ func aliasPath(name string) (string, bool) {
 		return "cache.true_hit_ratio", true
 	case "oracle_hit_ratio":
 		return "cache.oracle_hit_ratio", true
+	case "routed_hit_ratio":
+		return "cache.routed_hit_ratio", true
+	case "infinite_cache_hit_ratio", "infinite_hit_ratio":
+		return "cache.infinite_cache_hit_ratio", true
+	case "queue_effect", "queue_effect_tokens":
+		return "cache.queue_effect_tokens", true
+	case "over_predicted", "over_predicted_tokens":
+		return "prediction." + approxProducer + ".over_predicted_tokens", true
+	case "under_predicted", "under_predicted_tokens":
+		return "prediction." + approxProducer + ".under_predicted_tokens", true
+	case "idle_replicas":
+		return "routing.idle_replicas", true
 	case "regret", "regret_tokens":
 		return "cache.regret_tokens", true
 	case "evictions":

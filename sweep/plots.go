@@ -437,3 +437,34 @@ func (r *Results) paretoPlot() (vg.Length, vg.Length, func(draw.Canvas)) {
 	}
 	return inches(7), inches(5), func(c draw.Canvas) { p.Draw(c) }
 }
+
+// IntegerTicks marks an axis of counts (evaluations): ticks only at
+// integers, labelled at steps of 1, 2, 5, 10, 20, ... so that at most
+// about eight labels show; minor ticks at the other integers when there
+// are few enough.
+type IntegerTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (IntegerTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi >= lo) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		return nil
+	}
+	first, last := int(math.Ceil(lo)), int(math.Floor(hi))
+	step := 1
+	for _, s := range []int{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000} {
+		step = s
+		if (last-first)/s+1 <= 8 {
+			break
+		}
+	}
+	var ts []plot.Tick
+	for v := first; v <= last; v++ {
+		switch {
+		case v%step == 0:
+			ts = append(ts, plot.Tick{Value: float64(v), Label: strconv.Itoa(v)})
+		case last-first <= 100:
+			ts = append(ts, plot.Tick{Value: float64(v)})
+		}
+	}
+	return ts
+}

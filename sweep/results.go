@@ -67,6 +67,11 @@ type Results struct {
 	// Pareto lists the indices of the non-dominated feasible points when
 	// there are two objectives, by the first objective.
 	Pareto []int
+	// Noise states the seed noise of the best point's margin (nil without
+	// a best point); SwitchedOff lists the scorers the best point sets to
+	// weight 0.
+	Noise       *Noise
+	SwitchedOff []string
 }
 
 // Complete reports whether every point of the sweep is present.
@@ -131,6 +136,10 @@ func evaluate(h *logHeader, recs []Record, objs []Objective, cons []Constraint) 
 	}
 	if len(objs) == 2 {
 		r.Pareto = r.paretoFront()
+	}
+	r.Noise = r.sweepNoise()
+	if r.Best != nil {
+		r.SwitchedOff = switchedOff(r.Spec.Dims, r.Best.Values)
 	}
 	return r, nil
 }
@@ -382,22 +391,26 @@ func (r *Results) pointDoc(p *PointResult) pointDoc {
 
 // sweepDoc is sweep.json.
 type sweepDoc struct {
-	Format      string     `json:"format"`
-	Hash        string     `json:"hash"`
-	Spec        SpecDoc    `json:"spec"`
-	Objectives  []string   `json:"objectives"`
-	Constraints []string   `json:"constraints,omitempty"`
-	PointsDone  int        `json:"points_done"`
-	Complete    bool       `json:"complete"`
-	Failed      int        `json:"failed"`
-	Best        *pointDoc  `json:"best"`
-	Pareto      []int      `json:"pareto_front,omitempty"`
-	Points      []pointDoc `json:"points"`
+	Format      string    `json:"format"`
+	Hash        string    `json:"hash"`
+	Spec        SpecDoc   `json:"spec"`
+	Objectives  []string  `json:"objectives"`
+	Constraints []string  `json:"constraints,omitempty"`
+	PointsDone  int       `json:"points_done"`
+	Complete    bool      `json:"complete"`
+	Failed      int       `json:"failed"`
+	Best        *pointDoc `json:"best"`
+	// Noise is the seed noise of the best point's margin; BestSwitchesOff
+	// the scorers its weights switch off (weight 0).
+	Noise           *Noise     `json:"noise,omitempty"`
+	BestSwitchesOff []string   `json:"best_switches_off,omitempty"`
+	Pareto          []int      `json:"pareto_front,omitempty"`
+	Points          []pointDoc `json:"points"`
 }
 
 func (r *Results) sweepJSON() ([]byte, error) {
 	d := sweepDoc{Format: "eppsim-sweep/1", Hash: r.Hash, Spec: r.Spec, PointsDone: len(r.Points),
-		Complete: r.Complete(), Failed: r.Failed(), Pareto: r.Pareto}
+		Complete: r.Complete(), Failed: r.Failed(), Pareto: r.Pareto, Noise: r.Noise, BestSwitchesOff: r.SwitchedOff}
 	for _, o := range r.Objectives {
 		d.Objectives = append(d.Objectives, o.String())
 	}

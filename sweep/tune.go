@@ -151,6 +151,17 @@ type TuneResult struct {
 	Wall        time.Duration
 }
 
+// Noise states the seed noise of the improvement (nil without a feasible
+// start and best).
+func (r *TuneResult) Noise() *Noise { return r.tuneNoise() }
+
+// SwitchedOff lists the scorers the best weights set to 0.
+func (r *TuneResult) SwitchedOff() []string { return r.tuneSwitchedOff() }
+
+// SwitchedOffNote says which scorers the best point switches off ("" for
+// none).
+func SwitchedOffNote(scorers []string) string { return switchedOffNote(scorers) }
+
 // Improvement is how much better the best evaluation is than the start
 // (positive = better, in the objective's unit) and that as a fraction of
 // the start's value.
@@ -628,6 +639,12 @@ func (r *TuneResult) bestYAML() ([]byte, error) {
 		if abs, rel := r.Improvement(); !math.IsNaN(abs) {
 			fmt.Fprintf(b, "# start (base config weights): %s; improvement %s (%.1f%%)\n", fmtValue(float64(r.Start.Mean)), fmtValue(abs), 100*rel)
 		}
+		if n := r.tuneNoise(); n != nil {
+			fmt.Fprintf(b, "# %s\n", n.Note)
+		}
+		if note := switchedOffNote(r.tuneSwitchedOff()); note != "" {
+			fmt.Fprintf(b, "# %s\n", note)
+		}
 		for i, p := range r.Params {
 			fmt.Fprintf(b, "# %s = %s (start %s)\n", p.Name, vals[i], formatNum(r.Start.Weights[i]))
 		}
@@ -652,8 +669,13 @@ type tuneDoc struct {
 	Improvement struct {
 		Absolute jsonFloat `json:"absolute"`
 		Relative jsonFloat `json:"relative"`
+		// Noise: the improvement per seed and whether it exceeds the
+		// seed noise (verified only with --seeds 2 or more).
+		Noise *Noise `json:"noise,omitempty"`
 	} `json:"improvement"`
-	Trajectory []*TuneEval `json:"trajectory"`
+	// BestSwitchesOff lists the scorers the best weights set to 0.
+	BestSwitchesOff []string    `json:"best_switches_off,omitempty"`
+	Trajectory      []*TuneEval `json:"trajectory"`
 }
 
 type paramDoc struct {
@@ -675,6 +697,7 @@ func (r *TuneResult) json() ([]byte, error) {
 	}
 	abs, rel := r.Improvement()
 	d.Improvement.Absolute, d.Improvement.Relative = jsonFloat(abs), jsonFloat(rel)
+	d.Improvement.Noise, d.BestSwitchesOff = r.tuneNoise(), r.tuneSwitchedOff()
 	out, err := json.MarshalIndent(&d, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", TuneFile, err)
@@ -737,5 +760,6 @@ func (r *TuneResult) trajectoryPlot() (vg.Length, vg.Length, func(draw.Canvas)) 
 	}
 	p.Legend.Top = true
 	pad(p)
+	p.X.Tick.Marker = IntegerTicks{}
 	return inches(7), inches(4.2), func(c draw.Canvas) { p.Draw(c) }
 }

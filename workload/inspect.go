@@ -93,10 +93,8 @@ func Inspect(src Source, blockSize int) (*Summary, error) {
 	var ins, outs []int32
 	var first, last int64
 	seenIDs := map[int64]struct{}{}
-	nodes := map[uint64]int32{}     // hash-id path: prefix chain -> tokens seen in that trace block
-	chains := map[uint64]struct{}{} // token path: block chain hashes
+	reuse := NewPrefixReuse(blockSize)
 	var repeated int64
-	var scratch []byte
 	for {
 		r, err := src.Next()
 		if err == io.EOF {
@@ -119,8 +117,7 @@ func Inspect(src Source, blockSize int) (*Summary, error) {
 		ins = append(ins, int32(r.PromptLen))
 		outs = append(outs, int32(r.OutputTokens))
 		s.PromptTokens += int64(r.PromptLen)
-		var hit, rep, full int64
-		if r.HashIDs != nil && r.HashBlockSize%blockSize == 0 {
+		if reuse.byTraceBlocks(r) {
 			s.TraceBlockSize = r.HashBlockSize
 			for _, id := range r.HashIDs {
 				if _, ok := seenIDs[id]; !ok {
@@ -128,19 +125,16 @@ func Inspect(src Source, blockSize int) (*Summary, error) {
 				}
 			}
 			s.TraceBlocks += int64(len(r.HashIDs))
-			hit, rep, full = hashIDHits(nodes, r, blockSize)
-		} else {
-			if r.PromptTokens == nil && r.PromptLen > 0 {
-				return nil, errors.New("inspect: request without prompt tokens (NoTokens on a text trace?)")
-			}
-			hit, rep, full, scratch = tokenHits(chains, r, blockSize, scratch)
-			if r.OutputTokenIDs != nil {
-				s.OutputBlocksInserted = true
-			}
+		} else if r.OutputTokenIDs != nil {
+			s.OutputBlocksInserted = true
 		}
-		s.HitTokens += hit
-		repeated += rep
-		s.Blocks += full
+		st, err := reuse.Add(r)
+		if err != nil {
+			return nil, err
+		}
+		s.HitTokens += st.Hit
+		repeated += st.Repeated
+		s.Blocks += st.Full
 	}
 	if st, ok := src.(*Stream); ok {
 		s.Skipped = st.Skipped()
@@ -165,14 +159,79 @@ func Inspect(src Source, blockSize int) (*Summary, error) {
 	return s, nil
 }
 
-// hashIDHits computes a hash-id request's hit tokens, its full blocks that
-// were already cached, and its number of full blocks, then caches them.
-// nodes maps the chain of trace-block ids up to block B to how many tokens
-// of block B any earlier request had.
-func hashIDHits(nodes map[uint64]int32, r *Request, bs int) (hit, repeated, full int64) {
+// PrefixReuse is an infinite prefix cache shared by a whole request
+// sequence: Add returns how many tokens of a request's prompt every
+// earlier request together had already computed (the longest prefix of
+// its chain of blockSize-token blocks seen before, capped at
+// floor((n-1)/blockSize)*blockSize tokens, vLLM's num_tokens-1 rule), then
+// caches the request's full prompt blocks and, when its output token ids
+// are known, the full blocks of prompt + output minus the last output
+// token (whose KV vLLM never computes). A block is identified by its
+// tokens, every token before it and the cache salt, as in vLLM.
+//
+// Hash-id requests (Request.HashIDs, with HashBlockSize a multiple of
+// blockSize) are handled per trace block without reading tokens:
+// synthesized tokens depend only on the hash-id prefix and the offset in
+// the block, so a blockSize block is identified by its trace block's
+// prefix chain (and salt) and its index in it. Memory grows with the
+// distinct trace blocks (hash-id traces) or distinct blockSize blocks
+// (token traces) of the sequence.
+//
+// `eppsim trace inspect` reports its total over a trace as the
+// infinite-cache hit ratio; the simulator computes it per routed request
+// as the top rung of the hit-rate ladder.
+type PrefixReuse struct {
+	bs      int
+	nodes   map[uint64]int32    // hash-id path: prefix chain -> tokens seen in that trace block
+	chains  map[uint64]struct{} // token path: block chain hashes
+	scratch []byte
+}
+
+// ReuseStats is one request's part of a PrefixReuse: Hit tokens found in
+// the infinite cache, Repeated full prompt blocks already cached (in any
+// position), Full prompt blocks.
+type ReuseStats struct {
+	Hit, Repeated, Full int64
+}
+
+// NewPrefixReuse returns an empty infinite cache of blockSize-token blocks
+// (blockSize > 0).
+func NewPrefixReuse(blockSize int) *PrefixReuse {
+	return &PrefixReuse{bs: max(blockSize, 1), nodes: map[uint64]int32{}, chains: map[uint64]struct{}{}}
+}
+
+// byTraceBlocks reports whether r is handled per trace block.
+func (p *PrefixReuse) byTraceBlocks(r *Request) bool {
+	return r.HashIDs != nil && r.HashBlockSize > 0 && r.HashBlockSize%p.bs == 0
+}
+
+// Add returns r's reuse from every request added before it, then adds r.
+// It fails only for a request whose tokens are not materialized and that
+// has no usable hash ids.
+func (p *PrefixReuse) Add(r *Request) (ReuseStats, error) {
+	if p.byTraceBlocks(r) {
+		return p.hashIDHits(r), nil
+	}
+	if r.PromptTokens == nil && r.PromptLen > 0 {
+		return ReuseStats{}, errors.New("inspect: request without prompt tokens (NoTokens on a text trace?)")
+	}
+	return p.tokenHits(r), nil
+}
+
+// hashIDHits computes a hash-id request's reuse, then caches its blocks.
+// p.nodes maps the chain of trace-block ids up to block B (and the salt)
+// to how many tokens of block B any earlier request had.
+func (p *PrefixReuse) hashIDHits(r *Request) ReuseStats {
+	nodes, bs := p.nodes, p.bs
+	var hit, repeated, full int64
 	n := r.PromptLen
 	tb := r.HashBlockSize
 	var acc uint64 = 0x68617368696473
+	if r.CacheSalt != "" {
+		// A salted prompt shares no block with an unsalted or differently
+		// salted one (vLLM's extra keys of the first block).
+		acc ^= xxhash.Sum64String(r.CacheSalt)
+	}
 	hitting := true
 	for B, id := range r.HashIDs {
 		acc = splitmix64(acc*0x9e3779b97f4a7c15 ^ uint64(id))
@@ -197,11 +256,13 @@ func hashIDHits(nodes map[uint64]int32, r *Request, bs int) (hit, repeated, full
 			nodes[acc] = int32(l)
 		}
 	}
-	return min(hit, int64((n-1)/bs*bs)), repeated, full
+	return ReuseStats{Hit: max(min(hit, int64((n-1)/bs*bs)), 0), Repeated: repeated, Full: full}
 }
 
-// tokenHits is the same over materialized tokens.
-func tokenHits(chains map[uint64]struct{}, r *Request, bs int, scratch []byte) (hit, repeated, full int64, _ []byte) {
+// tokenHits is hashIDHits over materialized tokens.
+func (p *PrefixReuse) tokenHits(r *Request) ReuseStats {
+	chains, bs, scratch := p.chains, p.bs, p.scratch
+	var hit, repeated, full int64
 	var d xxhash.Digest
 	seed := xxhash.Sum64String(r.CacheSalt)
 	prev := seed
@@ -235,7 +296,7 @@ func tokenHits(chains map[uint64]struct{}, r *Request, bs int, scratch []byte) (
 		}
 		prev = h
 	}
-	hit = min(hit, int64((n-1)/bs*bs))
+	hit = max(min(hit, int64((n-1)/bs*bs)), 0)
 	// Cache decode blocks: prompt + output minus the last output token.
 	if len(r.OutputTokenIDs) > 1 {
 		out := r.OutputTokenIDs[:len(r.OutputTokenIDs)-1]
@@ -243,11 +304,11 @@ func tokenHits(chains map[uint64]struct{}, r *Request, bs int, scratch []byte) (
 		blk := make([]uint32, bs)
 		for b := n / bs; (b+1)*bs <= total; b++ {
 			for i := range bs {
-				p := b*bs + i
-				if p < n {
-					blk[i] = r.PromptTokens[p]
+				pos := b*bs + i
+				if pos < n {
+					blk[i] = r.PromptTokens[pos]
 				} else {
-					blk[i] = out[p-n]
+					blk[i] = out[pos-n]
 				}
 			}
 			h := hashBlock(blk)
@@ -255,5 +316,6 @@ func tokenHits(chains map[uint64]struct{}, r *Request, bs int, scratch []byte) (
 			prev = h
 		}
 	}
-	return hit, repeated, full, scratch
+	p.scratch = scratch
+	return ReuseStats{Hit: hit, Repeated: repeated, Full: full}
 }

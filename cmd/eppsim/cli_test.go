@@ -13,7 +13,6 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	var out, errb bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errb)
-	root.SetArgs(args)
-	err = execute(root)
+	err = execute(root, "eppsim", args)
 	return out.String(), errb.String(), err
 }

@@ -7,21 +7,32 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := execute(newRootCmd()); err != nil {
+	if err := execute(newRootCmd(), os.Args[0], os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "eppsim:", err)
 		os.Exit(exitCode(err))
 	}
 }
 
-// execute runs root. An error from before any verb ran — an unknown
-// command or flag, a flag value that does not parse, wrong arguments — is
-// a usage error and exits 2, like every other input error.
-func execute(root *cobra.Command) error {
+// argvAnnotation is the root command's annotation that holds the command
+// line, shell-quoted (commandLine).
+const argvAnnotation = "eppsim.argv"
+
+// execute runs root on args, as program name (argv[0]) would. An error
+// from before any verb ran — an unknown command or flag, a flag value that
+// does not parse, wrong arguments — is a usage error and exits 2, like
+// every other input error.
+func execute(root *cobra.Command, name string, args []string) error {
+	root.SetArgs(args)
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	root.Annotations[argvAnnotation] = shellQuote(append([]string{name}, args...))
 	started := false
 	pre := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
@@ -62,4 +73,35 @@ func exitCode(err error) int {
 		return ee.code
 	}
 	return 1
+}
+
+// commandLine is the full command line of cmd's invocation, shell-quoted,
+// as summary.json records it.
+func commandLine(cmd *cobra.Command) string {
+	if s, ok := cmd.Root().Annotations[argvAnnotation]; ok {
+		return s
+	}
+	return cmd.CommandPath()
+}
+
+// shellQuote joins args into one line a POSIX shell reads back as the
+// same arguments: each argument with anything but letters, digits and
+// -_./:=@%+, is single-quoted.
+func shellQuote(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		safe := a != ""
+		for _, c := range a {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:=@%+,", c)) {
+				safe = false
+				break
+			}
+		}
+		if safe {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +30,7 @@ type runFlags struct {
 	progress string
 	workers  int
 	force    bool
+	argv     string // the command line, for summary.json
 }
 
 func newRunCmd() *cobra.Command {
@@ -44,9 +46,19 @@ config sees the identical workload and seed. Several configs are simulated at on
 
 --epp-config takes a file, "default" (the EPP's built-in default config) or a baseline:
 round-robin, random, least-queue, oracle (precise KV-event prefix scoring with zero event lag
-plus the default load scorers).`,
+plus the default load scorers).
+
+The table groups the results: requests, load (simulated duration, offered load), latency,
+throughput, the hit-rate ladder (infinite-cache bound ≥ oracle ≥ routed, then true: what the
+trace offers, what the fleet's caches held at routing time on the best and on the chosen
+replica, what was reused), each prefix producer's prediction error (bias, MAE, over- and
+under-predicted token shares) and routing (idle replicas, the busiest replica's share). Below
+it, "What this run shows" compares the configs in a few sentences built from those numbers,
+then the simulator's own wall-clock speed. Every metric is defined in eppsim's
+docs/metrics.md, which --out also writes as metrics.md next to report.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.argv = commandLine(cmd)
 			return runMain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
@@ -112,7 +124,7 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		if err := checkOutDir(f.out, f.force); err != nil {
 			return withExitCode(2, err)
 		}
-		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: "eppsim run"})
+		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: f.argv})
 		if err != nil {
 			return withExitCode(2, err)
 		}
@@ -131,7 +143,7 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		}
 	}
 	if f.jsonOut {
-		doc := map[string]any{"version": version, "trace": f.trace, "seed": f.seed}
+		doc := map[string]any{"version": version, "trace": f.trace, "seed": f.seed, "command": f.argv}
 		rs := map[string]*report.Summary{}
 		for _, r := range runs {
 			rs[r.name] = r.summary
@@ -240,63 +252,62 @@ func replicaNames(fleet []sim.ReplicaSpec) []string {
 
 func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 	fmt.Fprintf(w, "trace %s · %s · seed %d\n\n", f.trace, f.fleetDescription(replicas), f.seed)
+	named := make([]report.NamedSummary, len(runs))
+	for i, r := range runs {
+		named[i] = report.NamedSummary{Name: r.name, Summary: r.summary}
+	}
+	rows := report.HeadlineRows(named)
+	// The label column is left-aligned by hand (tabwriter aligns every
+	// column the same way), the values right-aligned by tabwriter.
+	width := len("metric")
+	for _, row := range rows {
+		width = max(width, utf8.RuneCountInString(row.Group), 2+utf8.RuneCountInString(row.Label))
+	}
+	pad := func(s string) string { return s + strings.Repeat(" ", width-utf8.RuneCountInString(s)) }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "metric\t")
+	fmt.Fprintf(tw, "%s\t", pad("metric"))
 	for _, r := range runs {
 		fmt.Fprintf(tw, "%s\t", r.name)
 	}
 	fmt.Fprintln(tw)
-	row := func(label string, v func(*report.Summary) string) {
-		fmt.Fprintf(tw, "%s\t", label)
-		for _, r := range runs {
-			fmt.Fprintf(tw, "%s\t", v(r.summary))
+	for _, row := range rows {
+		if row.Label == "" {
+			fmt.Fprintf(tw, "%s\t%s\n", pad(row.Group), strings.Repeat("\t", len(runs)))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t", pad("  "+row.Label))
+		for _, c := range row.Cells {
+			fmt.Fprintf(tw, "%s\t", c)
 		}
 		fmt.Fprintln(tw)
 	}
-	pred := func(s *report.Summary) *report.Prediction {
-		if p := s.Prediction["approx-prefix-cache-producer"]; p != nil {
-			return p
-		}
-		return s.Prediction["precise-prefix-cache-producer"]
-	}
-	row("requests completed", func(s *report.Summary) string {
-		return fmt.Sprintf("%d/%d", s.Requests.Complete, s.Requests.Total)
-	})
-	row("rejected", func(s *report.Summary) string { return fmt.Sprint(s.Requests.Rejected) })
-	row("TTFT p50 (ms)", func(s *report.Summary) string { return fmt.Sprintf("%.1f", s.Latency.TTFT.P50) })
-	row("TTFT p99 (ms)", func(s *report.Summary) string { return fmt.Sprintf("%.1f", s.Latency.TTFT.P99) })
-	row("TPOT p50 (ms)", func(s *report.Summary) string { return fmt.Sprintf("%.2f", s.Latency.TPOT.P50) })
-	row("E2E p99 (ms)", func(s *report.Summary) string { return fmt.Sprintf("%.1f", s.Latency.E2E.P99) })
-	row("throughput (req/s)", func(s *report.Summary) string { return fmt.Sprintf("%.2f", s.Throughput.RequestsPerS) })
-	row("output tokens/s", func(s *report.Summary) string { return fmt.Sprintf("%.0f", s.Throughput.OutputTokensPerS) })
-	row("true hit ratio", func(s *report.Summary) string { return fmt.Sprintf("%.3f", s.Cache.TrueHitRatio) })
-	row("oracle hit ratio", func(s *report.Summary) string { return fmt.Sprintf("%.3f", s.Cache.OracleHitRatio) })
-	row("regret (Mtokens)", func(s *report.Summary) string { return fmt.Sprintf("%.2f", float64(s.Cache.RegretTokens)/1e6) })
-	row("predicted-vs-true MAE", func(s *report.Summary) string {
-		if p := pred(s); p != nil {
-			return fmt.Sprintf("%.3f", p.MAE)
-		}
-		return "-"
-	})
-	row("phantom hit rate", func(s *report.Summary) string {
-		if p := pred(s); p != nil {
-			return fmt.Sprintf("%.3f", p.PhantomRate)
-		}
-		return "-"
-	})
-	row("load imbalance (max/mean)", func(s *report.Summary) string { return fmt.Sprintf("%.2f", s.Routing.Imbalance) })
-	row("preemptions", func(s *report.Summary) string { return fmt.Sprint(s.Cache.Preemptions) })
-	row("sim requests/wall s", func(s *report.Summary) string { return fmt.Sprintf("%.0f", s.Sim.RequestsPerWallS) })
 	tw.Flush()
+	var notes []string
 	for _, r := range runs {
 		if n := report.SkipNote(&r.summary.Config.Workload); n != "" {
-			fmt.Fprintf(w, "\n%s: %s", r.name, n)
+			notes = append(notes, r.name+": "+n)
 		}
 		for _, n := range r.summary.Config.NotSimulated {
-			fmt.Fprintf(w, "\n%s: not simulated: %s", r.name, n)
+			notes = append(notes, r.name+": not simulated: "+n)
 		}
 	}
-	fmt.Fprintln(w)
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
+	}
+	if findings := report.Findings(named); len(findings) > 0 {
+		fmt.Fprintln(w, "\nWhat this run shows:")
+		for _, s := range findings {
+			fmt.Fprintf(w, "- %s\n", s)
+		}
+	}
+	fmt.Fprintln(w, "\nDefinitions of every metric: docs/metrics.md (written to --out as metrics.md).")
+	// The simulator's own speed: wall-clock time, not a property of the
+	// simulated system.
+	var speed []string
+	for _, r := range runs {
+		speed = append(speed, fmt.Sprintf("%s %.2f s (%.0f requests/s)", r.name, r.summary.Sim.WallSeconds, r.summary.Sim.RequestsPerWallS))
+	}
+	fmt.Fprintf(w, "simulator wall-clock time: %s\n", strings.Join(speed, ", "))
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -35,8 +38,43 @@ func TestRunBuiltinSideBySide(t *testing.T) {
 		t.Fatalf("summary %+v", s)
 	}
 	table, _, err := runCLI(t, "run", "--max-requests", "20", "--replicas", "2")
-	if err != nil || !strings.Contains(table, "true hit ratio") || !strings.Contains(table, "20/20") {
+	if err != nil || !strings.Contains(table, "true: reused (routed + queue effect)") || !strings.Contains(table, "20 / 20") {
 		t.Fatalf("table output (%v):\n%s", err, table)
+	}
+}
+
+// TestRunTableLayout: the table's row groups in order, the ladder in one
+// group, the findings and the simulator's speed below the table (the
+// speed is not a result of the simulated system).
+func TestRunTableLayout(t *testing.T) {
+	out, _, err := runCLI(t, "run", "--max-requests", "30", "--replicas", "3", "--epp-config", "default", "--epp-config", "round-robin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []int
+	for _, want := range []string{
+		"\n  requests ", "\n    completed / total ", "\n  load ", "\n    simulated duration ", "\n    offered load (req/s) ",
+		"\n    offered prompt tokens/s ", "\n  latency (ms) ", "\n  throughput ", "\n  hit-rate ladder (share of prompt tokens) ",
+		"\n    infinite-cache bound ", "\n    oracle: best replica at routing ", "\n    routed: chosen replica at routing ",
+		"\n    true: reused (routed + queue effect) ", "\n    regret: oracle − routed (M tokens) ",
+		"\n  prediction, approximate producer ", "\n    bias (mean predicted − true fraction) ",
+		"\n    over-predicted (share of predicted tokens) ", "\n    under-predicted (share of true tokens) ",
+		"\n  routing ", "\n    idle replicas ", "\n    busiest replica's share ",
+		"\nWhat this run shows:\n- round-robin: TTFT p50 ", "\nDefinitions of every metric: docs/metrics.md",
+		"\nsimulator wall-clock time: default ",
+	} {
+		i := strings.Index(out, want)
+		if i < 0 {
+			t.Fatalf("table lacks %q:\n%s", want, out)
+		}
+		at = append(at, i)
+	}
+	if !slices.IsSorted(at) {
+		t.Fatalf("rows out of order:\n%s", out)
+	}
+	// The round-robin column of the approximate producer's rows is empty.
+	if !regexp.MustCompile(`\n    MAE \(per request\) +[0-9.]+ +–\n`).MatchString(out) {
+		t.Fatalf("prediction rows:\n%s", out)
 	}
 }
 
@@ -62,7 +100,9 @@ func TestRunOutDeterministic(t *testing.T) {
 		}
 		b, _ := os.ReadFile(filepath.Join(dirs[1], name))
 		if name == "summary.json" {
+			// The command lines differ in --workers and --out.
 			a, b = wallFree.ReplaceAll(a, nil), wallFree.ReplaceAll(b, nil)
+			a, b = commandLineRE.ReplaceAll(a, nil), commandLineRE.ReplaceAll(b, nil)
 		}
 		if name == "requests.csv" || name == "summary.json" || name == "timeseries.csv" {
 			if !bytes.Equal(a, b) {
@@ -74,12 +114,26 @@ func TestRunOutDeterministic(t *testing.T) {
 	if lines := strings.Count(string(csv), "\n"); lines != 1+3*60 {
 		t.Fatalf("requests.csv has %d lines, want header + 180", lines)
 	}
-	if !strings.HasPrefix(string(csv), "config,id,session,turn,arrival_s,replica,prompt_tokens,output_tokens,cached_tokens,oracle_cached_tokens,predicted_fraction,") {
+	if !strings.HasPrefix(string(csv), "config,id,session,turn,arrival_s,replica,prompt_tokens,output_tokens,cached_tokens,oracle_cached_tokens,"+
+		"routed_cached_tokens,infinite_cached_tokens,predicted_fraction,") {
 		t.Fatalf("header %q", strings.SplitN(string(csv), "\n", 2)[0])
+	}
+	// summary.json records the full command line.
+	var doc struct{ Command string }
+	sj, _ := os.ReadFile(filepath.Join(dirs[1], "summary.json"))
+	if err := json.Unmarshal(sj, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if want := "eppsim run --max-requests 60 --replicas 2 --epp-config default --epp-config round-robin --epp-config oracle " +
+		"--timeseries-interval 5s --workers 3 --out " + dirs[1]; doc.Command != want {
+		t.Fatalf("command %q, want %q", doc.Command, want)
 	}
 }
 
-var wallFree = regexp.MustCompile(`"(wall_s|requests_per_wall_s)": [0-9.e+-]+`)
+var (
+	wallFree      = regexp.MustCompile(`"(wall_s|requests_per_wall_s)": [0-9.e+-]+`)
+	commandLineRE = regexp.MustCompile(`"command": "[^"]*"`)
+)
 
 func TestRunFleetFile(t *testing.T) {
 	fleet := filepath.Join(t.TempDir(), "fleet.yaml")
@@ -231,5 +285,173 @@ func TestRunPresetFileAndHelp(t *testing.T) {
 	}
 	if strings.Contains(help, "--kv-blocks") {
 		t.Error("run --help shows the deprecated --kv-blocks")
+	}
+}
+
+// TestRunRegretNeverNegative: routed and oracle are measured at the same
+// instant, so regret = oracle − routed is never negative, request by
+// request (requests.csv) and in every config's summary, also with one
+// overloaded replica (max_num_seqs 1, a small KV cache) and with one
+// replica (where it is exactly 0).
+func TestRunRegretNeverNegative(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(fleet, []byte("groups:\n- {name: fast, count: 3, preset: llama-3.1-8b-h100}\n"+
+		"- {name: slow, count: 1, preset: llama-3.1-8b-h100, overrides: {engine: {max_num_seqs: 1, num_gpu_blocks_override: 600}}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		fleet []string
+	}{{"overloaded", []string{"--fleet", fleet}}, {"one-replica", []string{"--replicas", "1"}}} {
+		out := filepath.Join(dir, tc.name)
+		args := append([]string{"run", "--max-requests", "150", "--time-scale", "0.2", "--epp-config", "default",
+			"--epp-config", "round-robin", "--epp-config", "oracle", "--out", out}, tc.fleet...)
+		if _, _, err := runCLI(t, args...); err != nil {
+			t.Fatal(err)
+		}
+		rows := readCSVFile(t, filepath.Join(out, "requests.csv"))
+		n := 0
+		for _, r := range rows {
+			if r["replica"] == "" {
+				continue
+			}
+			n++
+			oracle, routed, inf := atoi(t, r["oracle_cached_tokens"]), atoi(t, r["routed_cached_tokens"]), atoi(t, r["infinite_cached_tokens"])
+			if routed > oracle || oracle > inf {
+				t.Fatalf("%s: %s request %s: routed %d, oracle %d, infinite %d", tc.name, r["config"], r["id"], routed, oracle, inf)
+			}
+			if tc.name == "one-replica" && routed != oracle {
+				t.Fatalf("one replica: %s request %s: routed %d != oracle %d", r["config"], r["id"], routed, oracle)
+			}
+		}
+		if n != 3*150 {
+			t.Fatalf("%s: %d routed rows", tc.name, n)
+		}
+		var doc struct {
+			Runs map[string]struct {
+				Cache struct {
+					Regret   int64   `json:"regret_tokens"`
+					Infinite float64 `json:"infinite_cache_hit_ratio"`
+					Oracle   float64 `json:"oracle_hit_ratio"`
+					Routed   float64 `json:"routed_hit_ratio"`
+				}
+			}
+		}
+		sj, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+		if err := json.Unmarshal(sj, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for name, s := range doc.Runs {
+			c := s.Cache
+			if c.Regret < 0 || c.Routed > c.Oracle || c.Oracle > c.Infinite || (tc.name == "one-replica" && c.Regret != 0) {
+				t.Fatalf("%s/%s: %+v", tc.name, name, c)
+			}
+		}
+	}
+}
+
+// readCSVFile reads a CSV file with a header into one map per row.
+func readCSVFile(t *testing.T, path string) []map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, rec := range recs[1:] {
+		m := map[string]string{}
+		for i, h := range recs[0] {
+			m[h] = rec[i]
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestMooncakeComparisonReport is issue 13's acceptance run (make
+// test-long): the shared Mooncake trace on 16 replicas behind default,
+// round-robin and oracle. report.md opens with the trade-off and the idle
+// replicas, shows the ladder chart and the error-by-cause table, every
+// request's regret is ≥ 0 in every config, and the same holds on one
+// replica (the first 1,500 requests: one replica cannot keep up with the
+// whole trace's rate in reasonable simulated time), where regret is 0.
+func TestMooncakeComparisonReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole-trace comparison: make test-long")
+	}
+	if _, err := os.Stat(sharedMooncake); err != nil {
+		t.Skip("shared Mooncake trace not present")
+	}
+	dir := t.TempDir()
+	configs := []string{"--epp-config", "default", "--epp-config", "round-robin", "--epp-config", "oracle", "--progress", "never"}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"16", []string{"--replicas", "16"}},
+		{"1", []string{"--replicas", "1", "--max-requests", "1500"}},
+	} {
+		out := filepath.Join(dir, tc.name)
+		args := append(append([]string{"run", "--trace", sharedMooncake, "--out", out}, tc.args...), configs...)
+		table, _, err := runCLI(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := readCSVFile(t, filepath.Join(out, "requests.csv"))
+		for _, r := range rows {
+			if r["replica"] == "" {
+				continue
+			}
+			o, rt := atoi(t, r["oracle_cached_tokens"]), atoi(t, r["routed_cached_tokens"])
+			if rt > o || o > atoi(t, r["infinite_cached_tokens"]) || (tc.name == "1" && rt != o) {
+				t.Fatalf("%s replicas, %s request %s: routed %d, oracle %d, infinite %s", tc.name, r["config"], r["id"], rt, o, r["infinite_cached_tokens"])
+			}
+		}
+		md, err := os.ReadFile(filepath.Join(out, "report.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(out, "metrics.md")); err != nil {
+			t.Fatal(err)
+		}
+		text := string(md)
+		first := text[strings.Index(text, "## What this run shows"):strings.Index(text, "## Headline metrics")]
+		for _, want := range []string{"- round-robin: TTFT p50 ", " default (", " true hit ratio (", "- oracle: TTFT p50 "} {
+			if !strings.Contains(first, want) {
+				t.Errorf("%s replicas: the first section lacks %q:\n%s", tc.name, want, first)
+			}
+		}
+		for _, want := range []string{"![Hit-rate ladder per config](hit_ladder.png)", "## Prediction error by cause\n",
+			"| evictions the index did not see (eviction\\_unseen) |", "[metrics.md](metrics.md)"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s replicas: report.md lacks %q", tc.name, want)
+			}
+		}
+		if tc.name == "16" {
+			// The default config leaves replicas idle on this trace, and
+			// the first section says so.
+			if !regexp.MustCompile(`- default (decides [0-9.]+% of requests by tie-break and )?leaves \d+ of 16 replicas idle`).MatchString(first) {
+				t.Errorf("the first section does not name default's idle replicas:\n%s", first)
+			}
+			if !regexp.MustCompile(`- round-robin: TTFT p50 [0-9.]+× lower than default \(`).MatchString(first) {
+				t.Errorf("the first section does not state round-robin's TTFT against default's:\n%s", first)
+			}
+			t.Logf("Mooncake, 16 replicas:\n%s", table)
+		}
 	}
 }

@@ -198,6 +198,12 @@ func reportResults(w io.Writer, dir string, res *sweep.Results) error {
 		}
 		fmt.Fprintln(w)
 	}
+	if res.Noise != nil {
+		fmt.Fprintf(w, "noise: %s\n", res.Noise.Note)
+	}
+	if note := sweep.SwitchedOffNote(res.SwitchedOff); note != "" {
+		fmt.Fprintf(w, "note: %s\n", note)
+	}
 	if len(res.Pareto) > 0 {
 		fmt.Fprintf(w, "Pareto front (%d points):", len(res.Pareto))
 		for _, i := range res.Pareto {

@@ -43,7 +43,8 @@ func TestSweepCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"sweep " + dir + ": 2 points · 2 simulated now, 0 done before · 2 workers",
-		"best: point ", "Pareto front (", "wrote points.jsonl, points.csv, sweep.json, best.yaml, heatmap.svg/png, pareto.svg/png"} {
+		"best: point ", "\nnoise: improvement over the next best point (", "on one seed; unverified against seed noise: every point ran one seed; add --vary seed=1,2,3 to measure it\n",
+		"Pareto front (", "wrote points.jsonl, points.csv, sweep.json, best.yaml, heatmap.svg/png, pareto.svg/png"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -100,6 +101,7 @@ func TestTuneCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"tune (nelder-mead): 5 evaluations", "start", "best", "improvement over the start",
+		"\nnoise: improvement over the start (base config weights), paired by seed over 2 seeds: ",
 		"wrote trajectory.csv, best.yaml, tune.json, trajectory.svg/png in " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

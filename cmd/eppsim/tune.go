@@ -158,6 +158,12 @@ func printTune(w io.Writer, dir string, r *sweep.TuneResult) {
 	if abs, rel := r.Improvement(); !math.IsNaN(abs) {
 		fmt.Fprintf(w, "improvement over the start: %.6g (%.1f%%, %s)\n", abs, 100*rel, r.Objective.Label())
 	}
+	if n := r.Noise(); n != nil {
+		fmt.Fprintf(w, "noise: %s\n", n.Note)
+	}
+	if note := sweep.SwitchedOffNote(r.SwitchedOff()); note != "" {
+		fmt.Fprintf(w, "note: %s\n", note)
+	}
 	if r.Best == nil {
 		fmt.Fprintln(w, "no feasible evaluation")
 	}
