@@ -117,6 +117,7 @@ type simulatorMAPE struct {
 	runs   int
 	theirs map[string]float64 // metric → MAPE
 	ours   map[string]float64
+	lomo   map[string]float64 // eppsim leave-one-model-out (when the report has it)
 }
 
 // otherSimulators gathers the predictions the file carries.
@@ -152,13 +153,16 @@ func (r *Report) otherSimulators() []simulatorMAPE {
 	}
 	var out []simulatorMAPE
 	for name, a := range by {
-		s := simulatorMAPE{name: name, runs: len(a.ids), theirs: map[string]float64{}, ours: map[string]float64{}}
+		s := simulatorMAPE{name: name, runs: len(a.ids), theirs: map[string]float64{}, ours: map[string]float64{}, lomo: map[string]float64{}}
 		for m, n := range a.n {
 			s.theirs[m] = a.sum[m] / float64(n)
 		}
 		for _, m := range Metrics {
 			if v, n := MAPE(r.Rows, m, func(id string) bool { return a.ids[id] && r.normal(id) }); n > 0 {
 				s.ours[m] = v
+			}
+			if v, n := MAPE(r.LOMO, m, func(id string) bool { return a.ids[id] }); n > 0 {
+				s.lomo[m] = v
 			}
 		}
 		out = append(out, s)
@@ -249,6 +253,13 @@ func (r *Report) Markdown() []byte {
 	row("all measured runs, in sample", r.Rows, r.normal)
 	if r.LOMO != nil {
 		row("leave one model out", r.LOMO, nil)
+	} else if _, ok := r.Calibration.Fit["lomo_mape_e2e_mean"]; ok {
+		b.WriteString("| leave one model out, as calibrate measured it |  |")
+		for _, m := range Metrics {
+			v, ok := r.Calibration.Fit["lomo_mape_"+m]
+			b.WriteString(" " + pct(v, ok) + " |")
+		}
+		b.WriteString("\n")
 	}
 	var gpus []string
 	for _, res := range r.Results {
@@ -264,18 +275,36 @@ func (r *Report) Markdown() []byte {
 	}
 
 	if others := r.otherSimulators(); len(others) > 0 {
+		lomo := r.LOMO != nil
 		b.WriteString("\n## Beside other simulators\n\nEach simulator's published whole-run MAPE on the runs it predicted, and eppsim's on the same runs " +
-			"(their APEs as the file states them; some were computed on a prefix of the run).\n\n| simulator | runs |")
-		for _, m := range HeadlineMetrics {
-			fmt.Fprintf(&b, " %s theirs | eppsim |", m)
+			"(their APEs as the file states them; some were computed on a prefix of the run). eppsim's in-sample figures are on runs its " +
+			"calibration was fitted on")
+		if lomo {
+			b.WriteString("; its leave-one-model-out figures (LOMO) predict each run with a calibration fitted without that run's model")
 		}
-		b.WriteString("\n|---|---:|" + strings.Repeat("---:|---:|", len(HeadlineMetrics)) + "\n")
+		b.WriteString(".\n\n| simulator | runs |")
+		cols := 2
+		for _, m := range HeadlineMetrics {
+			if lomo {
+				fmt.Fprintf(&b, " %s theirs | eppsim | eppsim LOMO |", m)
+			} else {
+				fmt.Fprintf(&b, " %s theirs | eppsim |", m)
+			}
+		}
+		if lomo {
+			cols = 3
+		}
+		b.WriteString("\n|---|---:|" + strings.Repeat("---:|", cols*len(HeadlineMetrics)) + "\n")
 		for _, s := range others {
 			fmt.Fprintf(&b, "| %s | %d |", s.name, s.runs)
 			for _, m := range HeadlineMetrics {
 				t, tok := s.theirs[m]
 				o, ook := s.ours[m]
 				fmt.Fprintf(&b, " %s | %s |", pct(t, tok), pct(o, ook))
+				if lomo {
+					l, lok := s.lomo[m]
+					fmt.Fprintf(&b, " %s |", pct(l, lok))
+				}
 			}
 			b.WriteString("\n")
 		}

@@ -31,8 +31,8 @@ type Spec struct {
 	// Open, when set, opens the workload instead of Trace (a source built
 	// in memory, such as an inference-perf config); Trace then only
 	// labels it.
-	Open func() (*workload.Stream, error)
-	Fleet    []sim.ReplicaSpec
+	Open  func() (*workload.Stream, error)
+	Fleet []sim.ReplicaSpec
 	// Env holds the seed, EPP environment and limits; its hooks are ignored
 	// (use Hooks).
 	Env sim.Options

@@ -124,6 +124,13 @@ func runDefault(t *testing.T, src workload.Source, fleet []ReplicaSpec) []Record
 // holds for every request; the difference lies in the queue effect.
 func TestLadderOneOverloadedReplica(t *testing.T) {
 	fleet := testFleet(t, 4, 4000)
+	// The step times this scenario was built on: the B.3 roofline with
+	// vLLM's synchronous scheduler.
+	off := false
+	for i := range fleet {
+		fleet[i].Preset.StepModel = "roofline"
+		fleet[i].Preset.Engine.AsyncScheduling = &off
+	}
 	slow := fleet[0].Preset
 	slow.Engine.MaxNumSeqs = 1
 	slow.Engine.NumGPUBlocksOverride = 400
