@@ -204,10 +204,11 @@ func freeIndexes(names []string) ([]int, error) {
 	return out, nil
 }
 
-// isEfficiency reports whether coefficient i is a fraction in (0, 1].
+// isEfficiency reports whether coefficient i is a fraction (searched on
+// a logit scale).
 func isEfficiency(i int) bool {
 	n := replica.CoefficientNames[i]
-	return strings.HasPrefix(n, "eta_") || n == "mfu"
+	return strings.HasPrefix(n, "eta_") || n == "mfu" || n == "ingest_jitter"
 }
 
 // toFree maps a coefficient to the search space: logit for efficiencies,

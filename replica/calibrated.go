@@ -59,22 +59,28 @@ type Coefficients struct {
 	// step. PerOutputTokenUs is added to E2E per output token likewise.
 	IngestUs         float64 `json:"ingest_us"`
 	PerOutputTokenUs float64 `json:"per_output_token_us"`
+	// IngestJitter is the share of the ingest delay that varies from
+	// request to request: each request's ingest is IngestUs·((1−j) +
+	// j·E) with E exponential of mean 1, drawn from the run's seed — the
+	// mean stays IngestUs, and j in [0, 1] sets the tail (the API server
+	// is one process whose event loop every request shares).
+	IngestJitter float64 `json:"ingest_jitter"`
 }
 
 // CoefficientNames lists the coefficients in the order of Vector.
 var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
-	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us"}
+	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us", "ingest_jitter"}
 
 // Vector returns the coefficients in CoefficientNames order.
 func (c Coefficients) Vector() []float64 {
 	return []float64{c.StepUs, c.LayerUs, c.SeqUs, c.EtaWeights, c.EtaKV, c.MFU,
-		c.RooflineExponent, c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs}
+		c.RooflineExponent, c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs, c.IngestJitter}
 }
 
 // CoefficientsFromVector is the inverse of Vector.
 func CoefficientsFromVector(v []float64) Coefficients {
 	return Coefficients{StepUs: v[0], LayerUs: v[1], SeqUs: v[2], EtaWeights: v[3], EtaKV: v[4], MFU: v[5],
-		RooflineExponent: v[6], AllReduceUs: v[7], EtaLink: v[8], IngestUs: v[9], PerOutputTokenUs: v[10]}
+		RooflineExponent: v[6], AllReduceUs: v[7], EtaLink: v[8], IngestUs: v[9], PerOutputTokenUs: v[10], IngestJitter: v[11]}
 }
 
 // Validate checks that every coefficient is physically meaningful: the
@@ -88,6 +94,10 @@ func (c Coefficients) Validate() error {
 		case strings.HasPrefix(name, "eta_") || name == "mfu":
 			if v <= 0 || v > 1 {
 				return fmt.Errorf("%s: %v must be in (0, 1] (a fraction of a datasheet peak)", name, v)
+			}
+		case name == "ingest_jitter":
+			if v < 0 || v > 1 {
+				return fmt.Errorf("%s: %v must be in [0, 1]", name, v)
 			}
 		case name == "roofline_exponent":
 			if v < 1 {

@@ -211,14 +211,14 @@ func TestPresetsUseTheShippedCalibration(t *testing.T) {
 		if _, ok := m.(*CalibratedModel); !ok {
 			t.Errorf("%s: model %T", p.Name, m)
 		}
-		if in, per := p.Delays(); in != d.Coefficients.IngestUs || per != d.Coefficients.PerOutputTokenUs {
-			t.Errorf("%s: delays %v %v", p.Name, in, per)
+		if in, per, j := p.Delays(); in != d.Coefficients.IngestUs || per != d.Coefficients.PerOutputTokenUs || j != d.Coefficients.IngestJitter {
+			t.Errorf("%s: delays %v %v %v", p.Name, in, per, j)
 		}
 	}
 	// A roofline preset keeps its own delays.
 	p := Presets()[0]
 	p.StepModel = "roofline"
-	if in, _ := p.Delays(); in != p.IngestUs {
+	if in, _, j := p.Delays(); in != p.IngestUs || j != 0 {
 		t.Errorf("roofline delays %v, want %v", in, p.IngestUs)
 	}
 }

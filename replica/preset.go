@@ -328,15 +328,17 @@ func (p *Preset) StepModelID() string {
 	return p.StepModel
 }
 
-// Delays returns the non-blocking per-request delays in µs: the ingest
-// added to TTFT and E2E, and the per-output-token time added to E2E. The
-// calibrated model takes them from its calibration, the others from the
-// preset.
-func (p *Preset) Delays() (ingestUs, perOutputTokenUs float64) {
+// Delays returns the non-blocking per-request delays in µs: the mean ingest
+// added to TTFT and E2E, the per-output-token time added to E2E, and the
+// share of the ingest that varies per request (Coefficients.IngestJitter).
+// The calibrated model takes them from its calibration, the others from
+// the preset (without jitter).
+func (p *Preset) Delays() (ingestUs, perOutputTokenUs, ingestJitter float64) {
 	if (p.StepModel == "" || p.StepModel == "calibrated") && p.Calibration != nil {
-		return p.Calibration.Coefficients.IngestUs, p.Calibration.Coefficients.PerOutputTokenUs
+		c := &p.Calibration.Coefficients
+		return c.IngestUs, c.PerOutputTokenUs, c.IngestJitter
 	}
-	return p.IngestUs, p.PerOutputTokenUs
+	return p.IngestUs, p.PerOutputTokenUs, 0
 }
 
 // WithOverrides returns a copy of p with the fields given in overrides (YAML

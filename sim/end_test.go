@@ -3,9 +3,12 @@ package sim
 import (
 	"context"
 	"errors"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/workload"
 )
 
@@ -121,5 +124,56 @@ func TestRunRejectsWhatCannotFit(t *testing.T) {
 	})
 	if err != nil || res.Rejected != 1 || res.InFlight != 0 || len(recs) != 1 || recs[0].Outcome != Rejected {
 		t.Fatalf("err %v, result %+v, records %+v", err, res, recs)
+	}
+}
+
+// TestIngestJitter: with a calibration whose ingest varies per request,
+// every request's TTFT − (engine first token) is drawn around the mean
+// ingest from the run's seed: the same seed gives the same draws, another
+// seed other draws, and the mean of many draws is the configured mean.
+func TestIngestJitter(t *testing.T) {
+	fleet := testFleet(t, 1, 4000)
+	c := replica.DefaultCalibration()
+	c.Coefficients.IngestUs, c.Coefficients.IngestJitter = 10_000, 0.5
+	fleet[0].Preset = fleet[0].Preset.WithCalibration(c, "test")
+	fleet[0].Preset.StepModel = "calibrated"
+	reqs := func() []*workload.Request {
+		var out []*workload.Request
+		for i := range 400 {
+			out = append(out, req(int64(i), int64(i)*second/20, tokens(i*100, 64), 2))
+		}
+		return out
+	}
+	ingests := func(seed uint64) []int64 {
+		recs, _ := run(t, reqs(), fleet, Options{Seed: seed})
+		var out []int64
+		for _, r := range recs {
+			out = append(out, r.TTFT)
+		}
+		return out
+	}
+	a, b, other := ingests(1), ingests(1), ingests(2)
+	if !slices.Equal(a, b) {
+		t.Fatal("the same seed gave different ingest draws")
+	}
+	if slices.Equal(a, other) {
+		t.Fatal("another seed gave the same draws")
+	}
+	// The mean ingest: TTFT with jitter minus TTFT without it averages 0.
+	fleet0 := slices.Clone(fleet)
+	c.Coefficients.IngestJitter = 0
+	fleet0[0].Preset = fleet0[0].Preset.WithCalibration(c, "test0")
+	with, _ := run(t, reqs(), fleet, Options{Seed: 1})
+	without, _ := run(t, reqs(), fleet0, Options{Seed: 1})
+	var diff, spread float64
+	for i := range with {
+		d := float64(with[i].TTFT - without[i].TTFT)
+		diff += d
+		spread += math.Abs(d)
+	}
+	diff /= float64(len(with))
+	spread /= float64(len(with))
+	if math.Abs(diff) > 1e6 || spread < 2e6 { // |mean| < 1 ms; mean |difference| at least 2 ms
+		t.Fatalf("mean TTFT difference %.2f ms, mean |difference| %.2f ms", diff/1e6, spread/1e6)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -179,9 +180,22 @@ type fleetReplica struct {
 	eng    *replica.Engine
 	ingest int64
 	perTok int64
+	// jitter > 0 draws each request's ingest from jrng (Delays).
+	jitter float64
+	jrng   *rand.Rand
 	inStep bool
 	run    *runner
 	idx    int
+}
+
+// ingestDelay is one request's non-blocking ingest delay (ns): the mean,
+// of which the jitter share is exponentially distributed.
+func (f *fleetReplica) ingestDelay() int64 {
+	if f.jitter == 0 {
+		return f.ingest
+	}
+	m := float64(f.ingest)
+	return int64(m*(1-f.jitter) + m*f.jitter*f.jrng.ExpFloat64())
 }
 
 // KVEvents forwards an engine's events to the EPP after the delivery lag.
@@ -289,9 +303,12 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		if i > 0 && cfg.BlockSize != r.fleet[0].eng.Config().BlockSize {
 			return nil, &FleetError{fmt.Errorf("replica %s: block size %d differs from the fleet's %d", spec.Name, cfg.BlockSize, r.fleet[0].eng.Config().BlockSize)}
 		}
-		ingestUs, perTokUs := spec.Preset.Delays()
+		ingestUs, perTokUs, jitter := spec.Preset.Delays()
 		fr := &fleetReplica{spec: spec, eng: eng, run: r, idx: i,
-			ingest: int64(ingestUs * 1e3), perTok: int64(perTokUs * 1e3)}
+			ingest: int64(ingestUs * 1e3), perTok: int64(perTokUs * 1e3), jitter: jitter}
+		if jitter > 0 {
+			fr.jrng = NewStreams(opts.Seed).Stream("ingest/" + spec.Name)
+		}
 		if kvEvents {
 			eng.Subscribe(fr)
 		}
@@ -635,8 +652,9 @@ func (r *runner) stepEnd(now int64, i int) {
 		rec.Outcome = Completed
 		rec.CachedTokens = rr.NumCachedTokens
 		rec.Preemptions = len(rr.Preemptions)
-		rec.FirstToken = rr.FirstToken + fr.ingest
-		rec.Completion = rr.Completed + fr.ingest + fr.perTok*int64(rr.OutputLen)
+		ingest := fr.ingestDelay()
+		rec.FirstToken = rr.FirstToken + ingest
+		rec.Completion = rr.Completed + ingest + fr.perTok*int64(rr.OutputLen)
 		rec.TTFT = rec.FirstToken - rec.Arrival
 		rec.E2E = rec.Completion - rec.Arrival
 		rec.Queue = rr.FirstScheduled - rr.Arrived
