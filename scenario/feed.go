@@ -2,9 +2,13 @@ package scenario
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
+	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/internal/memo"
+	"github.com/eppsim/eppsim/sim"
 	"github.com/eppsim/eppsim/workload"
 )
 
@@ -71,9 +75,16 @@ type FeedOptions struct {
 	// RetainBytes > 0 makes the feed keep every request while they total
 	// at most this much, so that runs may join later (see Feed).
 	RetainBytes int64
+	// Prepare, when set, runs on the reader goroutine on each request
+	// before any run sees it, to compute into its Memo what the runs
+	// derive from it alone (Preparer).
+	Prepare func(*workload.Request)
 	// minItems and maxItems bound the window in requests (0: minWindow,
 	// maxWindow); tests make them small.
 	minItems, maxItems int
+	// noMemo leaves requests without a Memo: every run computes everything
+	// itself, the reference the memoized path is tested against.
+	noMemo bool
 }
 
 type feedItem struct {
@@ -221,43 +232,77 @@ func (f *Feed) resume() bool {
 func (f *Feed) read() {
 	defer close(f.done)
 	defer f.src.Close()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for !f.stopped {
-		if f.full() {
-			f.paused = true
-			f.more.Broadcast() // runs waiting for a batch take what there is
-			for !f.stopped && !f.resume() {
-				f.room.Wait()
-			}
-			f.paused = false
-			continue
-		}
-		f.mu.Unlock()
-		req, err := f.src.Next()
-		f.mu.Lock()
-		if errs := f.src.SkippedErrors(); len(errs) > len(f.skipErrs) {
-			f.skipErrs = append(f.skipErrs, errs[len(f.skipErrs):]...)
-		}
-		if f.stopped {
+	for f.wait() {
+		req, err := f.next()
+		if !f.add(req, err) {
 			return
-		}
-		if err != nil {
-			f.end, f.endSkipped = err, f.src.Skipped()
-			f.more.Broadcast()
-			return
-		}
-		it := feedItem{req: req, skipped: f.src.Skipped(), size: RequestSize(req)}
-		f.items = append(f.items, it)
-		f.bytes += it.size
-		if !f.windowed && f.bytes > f.opts.RetainBytes {
-			f.windowed = true
-			f.release()
-		}
-		if (f.base+len(f.items))%wakeBatch == 0 {
-			f.more.Broadcast()
 		}
 	}
+}
+
+// wait waits while the window is full and reports whether to read on.
+func (f *Feed) wait() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.full() {
+		f.paused = true
+		f.more.Broadcast() // runs waiting for a batch take what there is
+		for !f.stopped && !f.resume() {
+			f.room.Wait()
+		}
+		f.paused = false
+	}
+	return !f.stopped
+}
+
+// next reads and prepares the next request; a panic becomes the feed's
+// terminal error.
+func (f *Feed) next() (req *workload.Request, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			req, err = nil, fmt.Errorf("scenario: reading the workload: panic: %v", r)
+		}
+	}()
+	req, err = f.src.Next()
+	if err == nil {
+		// Every run of the feed reads the request's memo.
+		if req.Memo == nil && !f.opts.noMemo {
+			req.Memo = new(memo.Memo)
+		}
+		if f.opts.Prepare != nil {
+			f.opts.Prepare(req)
+		}
+	}
+	return req, err
+}
+
+// add publishes a request read, or the terminal error, and reports
+// whether to read on.
+func (f *Feed) add(req *workload.Request, err error) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if errs := f.src.SkippedErrors(); len(errs) > len(f.skipErrs) {
+		f.skipErrs = append(f.skipErrs, errs[len(f.skipErrs):]...)
+	}
+	if f.stopped {
+		return false
+	}
+	if err != nil {
+		f.end, f.endSkipped = err, f.src.Skipped()
+		f.more.Broadcast()
+		return false
+	}
+	it := feedItem{req: req, skipped: f.src.Skipped(), size: RequestSize(req)}
+	f.items = append(f.items, it)
+	f.bytes += it.size
+	if !f.windowed && f.bytes > f.opts.RetainBytes {
+		f.windowed = true
+		f.release()
+	}
+	if (f.base+len(f.items))%wakeBatch == 0 {
+		f.more.Broadcast()
+	}
+	return true
 }
 
 // release drops the requests every joined run has read, and stops a
@@ -383,3 +428,34 @@ func (g *Gate) Enter() { g.slots <- struct{}{} }
 
 // Leave gives the place back.
 func (g *Gate) Leave() { <-g.slots }
+
+// Preparer returns a feed's Prepare function for the runs of spec behind
+// epps: on each request, it computes into the request's Memo what those
+// runs derive from the request alone — the engines' block-hash chain of
+// its prompt, and each configuration's body check, estimate tokens and
+// approximate prefix hashes (epp.Router.Prepare, on routers of its own) —
+// so that the runs, which read the same memo, find them there instead of
+// computing them, each, on their own goroutine. A configuration or fleet
+// that does not load is left out (its runs report the error).
+func Preparer(spec *Spec, epps []EPP) func(*workload.Request) {
+	chain, err := sim.NewPreparer(spec.Fleet, spec.Env.Seed)
+	if err != nil {
+		chain = func(*workload.Request) {}
+	}
+	var routers []*epp.Router
+	for _, e := range epps {
+		l, err := e.Load(spec.Env.Seed)
+		if err != nil {
+			continue
+		}
+		if r, err := l.router(); err == nil {
+			routers = append(routers, r)
+		}
+	}
+	return func(wr *workload.Request) {
+		chain(wr)
+		for _, r := range routers {
+			r.Prepare(sim.EPPRequest(wr))
+		}
+	}
+}

@@ -54,14 +54,14 @@ func (p *Pool) Run(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report
 	if spec.Open != nil {
 		return RunContext(ctx, spec, e, hooks)
 	}
-	return run(ctx, spec, e, hooks, func() (*FeedReader, error) { return p.join(spec) })
+	return run(ctx, spec, e, hooks, func() (*FeedReader, error) { return p.join(spec, e) })
 }
 
 // join returns a reader of the feed of spec's workload, opening a new feed
 // when there is none or the last one has released requests. Feeds that no
 // run reads any more are closed then, so that a pool holds at most one
 // idle feed.
-func (p *Pool) join(spec *Spec) (*FeedReader, error) {
+func (p *Pool) join(spec *Spec, e EPP) (*FeedReader, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -81,7 +81,11 @@ func (p *Pool) join(spec *Spec) (*FeedReader, error) {
 			delete(p.feeds, k)
 		}
 	}
-	f := NewFeed(SpecOpener(spec), p.opts)
+	opts := p.opts
+	// Prepared for the first run's config: sweep points mostly differ in
+	// weights, which change nothing a request's memo holds.
+	opts.Prepare = Preparer(spec, []EPP{e})
+	f := NewFeed(SpecOpener(spec), opts)
 	p.feeds[key] = f
 	return f.Join(nil)
 }

@@ -135,7 +135,7 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 		}
 	}()
 	return run(ctx, spec, e, hooks, func() (*FeedReader, error) {
-		feed = NewFeed(SpecOpener(spec), FeedOptions{})
+		feed = NewFeed(SpecOpener(spec), FeedOptions{Prepare: Preparer(spec, []EPP{e})})
 		return feed.Join(nil)
 	})
 }

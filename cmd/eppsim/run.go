@@ -181,7 +181,12 @@ func runConfigs(ctx context.Context, jobs []runJob, spec *scenario.Spec, out *re
 			recorders[i] = out.BeginRun(j.name, replicaNames(spec.Fleet)...)
 		}
 	}
-	feed := scenario.NewFeed(scenario.SpecOpener(spec), scenario.FeedOptions{WindowBytes: runWindow(len(jobs))})
+	epps := make([]scenario.EPP, len(jobs))
+	for i, j := range jobs {
+		epps[i] = scenario.ForSource(j.src)
+	}
+	feed := scenario.NewFeed(scenario.SpecOpener(spec), scenario.FeedOptions{WindowBytes: runWindow(len(jobs)),
+		Prepare: scenario.Preparer(spec, epps)})
 	defer feed.Close()
 	gate := scenario.NewGate(workers)
 	readers := make([]*scenario.FeedReader, len(jobs))
