@@ -116,6 +116,7 @@ var errFeedStopped = errors.New("scenario: the workload feed was closed")
 // feedSource is what a feed reads: a *workload.Stream.
 type feedSource interface {
 	workload.Source
+	Mode() workload.Mode
 	Skipped() int
 	SkippedErrors() []error
 	Close() error
@@ -389,6 +390,9 @@ func (r *FeedReader) Next() (*workload.Request, error) {
 // Skipped is the stream's count of skipped invalid records as of the last
 // request (or terminal error) returned.
 func (r *FeedReader) Skipped() int { return r.skipped }
+
+// Mode is the stream's effective replay mode (workload.Stream.Mode).
+func (r *FeedReader) Mode() workload.Mode { return r.f.src.Mode() }
 
 // SkippedErrors returns the errors of the first skipped records, up to
 // Skipped of them.

@@ -250,6 +250,10 @@ type runner struct {
 	injected int
 	parked   map[int64]*workload.Request // closed-loop turns waiting for Prev
 	doneAt   map[int64]int64             // completion time of requests a later turn may follow
+	// openLoop: the source replays open-loop (its Mode says so), so no
+	// later turn waits for a completion and doneAt stays empty (it would
+	// otherwise hold every session request of the run).
+	openLoop bool
 	res      Result
 	err      error
 }
@@ -286,6 +290,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	r := &runner{opts: opts, router: router, src: src, byName: map[string]int{},
 		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{},
 		ctx: ctx, done: ctx.Done()}
+	if m, ok := src.(interface{ Mode() workload.Mode }); ok {
+		r.openLoop = m.Mode() == workload.ModeOpenLoop
+	}
 	kvEvents := len(router.KVConsumers) > 0
 	for i, spec := range fleet {
 		cfg, err := spec.Preset.EngineConfig()
@@ -697,7 +704,9 @@ func (r *runner) stepEnd(now int64, i int) {
 			if next, ok := r.parked[f.wr.ID]; ok {
 				r.release(max(now, rec.Completion+next.ThinkTime), next)
 			} else {
-				r.doneAt[f.wr.ID] = rec.Completion
+				if !r.openLoop {
+					r.doneAt[f.wr.ID] = rec.Completion
+				}
 			}
 		}
 	}
