@@ -53,7 +53,7 @@ func runRecords(t *testing.T, spec *Spec, configs []string, opts FeedOptions) []
 // TestPreparedRunsMatch is the differential test of what the runs of one
 // feed share: every configuration that applies, run together on requests
 // whose memo a Preparer filled on the feed's goroutine (the body check,
-// estimate tokens, approximate prefix hashes and engine hash chains
+// estimate tokens, approximate prefix hashes, precise block keys and engine hash chains
 // computed once), must give exactly the records and summary of the same
 // configuration computing everything itself (no memo), on builtin chat, an
 // OpenAI trace and synthesized Mooncake and Alibaba hash-id traces.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/internal/blockmap"
+	"github.com/eppsim/eppsim/internal/memo"
 )
 
 // Tier names.
@@ -293,6 +294,36 @@ func (x *Indexer) RequestKeys(model string, tr *epp.TokenizedRequest) [][]uint64
 		}
 	}
 	return out
+}
+
+// requestKeysKey identifies, within a request's memo, the keys that
+// RequestKeys computes for a single-prompt request without multimodal
+// items: the hasher's parameters, the model, the cache salt and the prompt
+// (by its backing array: a request's tokens are shared read-only).
+type requestKeysKey struct {
+	blockSize int
+	xxh       bool
+	init      uint64
+	model     string
+	salt      string
+	prompt    *uint32
+	n         int
+}
+
+// RequestKeysShared is RequestKeys memoized in m, the memo of the request
+// that tr tokenizes: the routers of every simulation replaying the request
+// with the same token processor settings share one computation, which
+// Router.Prepare may do ahead on the feed's goroutine. Requests with
+// several prompts or multimodal items are computed each time. The result
+// is shared: callers must not change it.
+func (x *Indexer) RequestKeysShared(m *memo.Memo, model string, tr *epp.TokenizedRequest) [][]uint64 {
+	if m == nil || tr == nil || len(tr.Prompts) != 1 || len(tr.MultiModal) != 0 || len(tr.Prompts[0]) < x.hasher.blockSize {
+		return x.RequestKeys(model, tr)
+	}
+	p := tr.Prompts[0]
+	h := x.hasher
+	key := requestKeysKey{blockSize: h.blockSize, xxh: h.xxh, init: h.init, model: model, salt: tr.CacheSalt, prompt: &p[0], n: len(p)}
+	return memo.Get(m, key, func() [][]uint64 { return x.RequestKeys(model, tr) })
 }
 
 // Match is one candidate's precise match (spec §6.4).
