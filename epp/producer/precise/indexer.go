@@ -100,17 +100,34 @@ func normalizeTier(medium string) string {
 // by one, as upstream logs and continues.
 func (x *Indexer) HandleEvents(pod, model string, batch []epp.KVEvent) {
 	x.touchRemovals(pod, batch)
+	// The entry of the batch's removals: vLLM reports each evicted block
+	// in an event of its own, all of one pod and nearly always of one
+	// medium, so the entry is interned once per medium run.
+	var rm removal
 	for i := range batch {
 		ev := &batch[i]
 		switch ev.Kind {
 		case epp.BlockStored:
 			x.blockStored(pod, model, ev)
 		case epp.BlockRemoved:
-			x.blockRemoved(pod, ev)
+			if !rm.set || rm.medium != ev.Medium {
+				rm.medium, rm.set = ev.Medium, true
+				rm.ent, rm.ok = x.index.makeEntry(pod, normalizeTier(ev.Medium), false)
+			}
+			if rm.ok {
+				x.blockRemoved(rm.ent, ev.BlockHashes)
+			}
 		case epp.AllBlocksCleared:
 			x.ClearPod(pod)
 		}
 	}
+}
+
+// removal caches the entry of a batch's BlockRemoved events by medium.
+type removal struct {
+	set, ok bool
+	medium  string
+	ent     entry
 }
 
 // touchRemovals loads the table entries that the batch's BlockRemoved
@@ -234,17 +251,15 @@ func (x *Indexer) trackStore(ent entry, hashes []uint64) {
 	}
 }
 
-func (x *Indexer) blockRemoved(pod string, ev *epp.KVEvent) {
-	ent, ok := x.index.makeEntry(pod, normalizeTier(ev.Medium), false)
-	if !ok {
-		return
-	}
+// blockRemoved applies a BlockRemoved of these engine keys whose pod and
+// tier are ent's.
+func (x *Indexer) blockRemoved(ent entry, hashes []uint64) {
 	var b *blockmap.Map
 	if int(ent.pod) < len(x.refs) && int(ent.tier) < len(x.refs[ent.pod]) {
 		b = &x.refs[ent.pod][ent.tier]
 	}
-	recs := []entry{ent}
-	for _, h := range ev.BlockHashes {
+	recs := [1]entry{ent}
+	for _, h := range hashes {
 		if b != nil {
 			if pos, ok := b.Lookup(h); ok {
 				if n := b.Val(pos); *n > 1 {
@@ -254,7 +269,7 @@ func (x *Indexer) blockRemoved(pod string, ev *epp.KVEvent) {
 				b.DeleteAt(pos)
 			}
 		}
-		x.index.evictEngineKey(h, recs)
+		x.index.evictEngineKey(h, recs[:])
 	}
 	if b != nil && b.Len() == 0 {
 		*b = blockmap.Map{} // release the table
