@@ -315,6 +315,9 @@ func (ix *Index) add(engineKeys, requestKeys []uint64, entries []entry) {
 		if evicted {
 			ix.dropKey(old)
 		}
+		if len(entries) == 1 && v.n != spilled && ix.addInline(rk, v, entries[0]) {
+			continue
+		}
 		es := ix.entries(rk, v)
 		if v.n != spilled {
 			es = append(ix.scratch[:0], es...)
@@ -325,6 +328,38 @@ func (ix *Index) add(engineKeys, requestKeys []uint64, entries []entry) {
 			ix.scratch = es[:0]
 		}
 	}
+}
+
+// addInline is add's step for one entry on a key whose entries are
+// inline: addAll and setEntries without a scratch copy, element by
+// element. It reports false, changing nothing, when the entries would
+// spill.
+func (ix *Index) addInline(rk uint64, v *keyEntries, rec entry) bool {
+	n := int(v.n)
+	for i := range n {
+		if v.e[i] == rec {
+			// Present: moves to most recent.
+			for j := i; j < n-1; j++ {
+				v.e[j] = v.e[j+1]
+			}
+			v.e[n-1] = rec
+			return true
+		}
+	}
+	if n >= ix.podCacheSize {
+		// Full: the least recent is dropped.
+		for j := 0; j < n-1; j++ {
+			v.e[j] = v.e[j+1]
+		}
+		v.e[n-1] = rec
+		return true
+	}
+	if n < inlineEntries {
+		v.e[n] = rec
+		v.n = uint8(n + 1)
+		return true
+	}
+	return false
 }
 
 // addAll inserts recs into es with LRU semantics — an existing entry moves
@@ -369,6 +404,26 @@ func (ix *Index) evictRequestKey(rk uint64, recs []entry) (remaining bool) {
 		return false
 	}
 	v := ix.data.ValAt(pos)
+	if len(recs) == 1 && v.n != spilled {
+		// removeAll and setEntries in place, element by element.
+		n, rec := int(v.n), recs[0]
+		for i := range n {
+			if v.e[i] == rec {
+				for j := i; j < n-1; j++ {
+					v.e[j] = v.e[j+1]
+				}
+				n--
+				break
+			}
+		}
+		if n == 0 {
+			ix.data.RemoveAt(pos)
+			return false
+		}
+		v.n = uint8(n)
+		ix.data.RefreshAt(pos)
+		return true
+	}
 	es := removeAll(ix.entries(rk, v), recs)
 	if len(es) == 0 {
 		ix.data.RemoveAt(pos)
