@@ -95,6 +95,18 @@ func (l *LRU[V]) Capacity() int { return l.capacity }
 // When inserting evicts the least recent key, Add returns it and true.
 // The value pointer is valid until the next Add or Remove.
 func (l *LRU[V]) Add(key uint64) (val *V, held bool, evicted uint64, ok bool) {
+	if l.index.Len() < l.capacity && l.index.Room() {
+		// Nothing to evict and room to insert: one probe finds or inserts.
+		pos, found := l.index.FindOrInsert(key, 0)
+		if found {
+			l.refresh(pos)
+			return &l.vals[pos], true, 0, false
+		}
+		*l.index.Val(pos) = l.pushHead(pos)
+		var zero V
+		l.vals[pos] = zero
+		return &l.vals[pos], false, 0, false
+	}
 	if pos, found := l.index.Find(key); found {
 		l.refresh(pos)
 		return &l.vals[pos], true, 0, false
