@@ -180,6 +180,7 @@ func (x *Indexer) blockStored(pod, model string, ev *epp.KVEvent) {
 	if ev.LoraName != "" {
 		model = ev.LoraName
 	}
+	x.touchStored(ent, ev.BlockHashes)
 	rks := x.hasher.Keys(parent, ev.TokenIDs, model, x.realign(ev))
 	if len(rks) == 0 {
 		// Location-only event (no tokens, e.g. an offload to CPU): resolve
@@ -226,6 +227,25 @@ func (x *Indexer) realign(ev *epp.KVEvent) [][]string {
 		out[b] = append(out[b], keys...)
 	}
 	return out
+}
+
+// touchStored loads the engine-map entries and store counts that storing
+// these engine keys will update, before their tokens are hashed, so that
+// those cache misses overlap with the hashing, which only computes. It
+// changes nothing.
+func (x *Indexer) touchStored(ent entry, hashes []uint64) {
+	sink := x.index.sink
+	e2r := x.index.e2r
+	for _, h := range hashes {
+		sink ^= e2r.Touch(h)
+	}
+	if int(ent.pod) < len(x.refs) && int(ent.tier) < len(x.refs[ent.pod]) {
+		b := &x.refs[ent.pod][ent.tier]
+		for _, h := range hashes {
+			sink ^= b.Touch(h)
+		}
+	}
+	x.index.sink = sink
 }
 
 func (x *Indexer) trackStore(ent entry, hashes []uint64) {
