@@ -24,12 +24,12 @@ func (k *kvRecorder) HandleKVEvents(c *epp.Cycle, address string, batch []epp.KV
 	k.batches = append(k.batches, recordedBatch{c.Now, address, append([]epp.KVEvent(nil), batch...)})
 }
 
-// BenchmarkPreciseEvents replays, into a fresh precise producer per
+// BenchmarkMooncakePreciseEvents replays, into a fresh precise producer per
 // iteration, the KV events that the fleet sends the oracle baseline (zero
 // lag) over the first 3,000 requests of the shared Mooncake trace on 16
 // replicas: the precise index's event path alone (hashing the stored
 // blocks, the index and store-count updates), without the simulation.
-func BenchmarkPreciseEvents(b *testing.B) {
+func BenchmarkMooncakePreciseEvents(b *testing.B) {
 	for _, src := range []string{"oracle", "../../shared/epp-configs/epp-precise-prefix-cache-config.yaml"} {
 		e := ForSource(src)
 		b.Run(e.Name, func(b *testing.B) {
