@@ -85,6 +85,9 @@ type Record struct {
 	// CachedTokens is the true reuse on the chosen replica
 	// (num_cached_tokens at first scheduling).
 	CachedTokens int
+	// CPUCachedTokens is the part of CachedTokens loaded from the
+	// replica's CPU tier (pd-offload.md B.6); 0 without offloading.
+	CPUCachedTokens int
 	// OracleCachedTokens is the largest cached prefix over all replicas at
 	// routing time (lag-free).
 	OracleCachedTokens int
@@ -144,6 +147,7 @@ const (
 	evKV
 	evRelease
 	evSample
+	evWake
 )
 
 const kindShift = 56
@@ -172,6 +176,9 @@ type fleetReplica struct {
 	inStep bool
 	run    *runner
 	idx    int
+	// wakeAt is the time of the earliest wake-up scheduled for a CPU tier
+	// copy completing while the engine is idle (0: none).
+	wakeAt int64
 }
 
 // KVEvents forwards an engine's events to the EPP after the delivery lag.
@@ -183,7 +190,7 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 	}
 	for _, ev := range batch {
 		out = append(out, epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
-			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys})
+			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys, Medium: ev.Medium})
 	}
 	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})
 	r.at(now+r.opts.KVEventLag, evKV, slot)
@@ -405,6 +412,8 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.deliver(now, idx)
 	case evStepEnd:
 		r.stepEnd(now, idx)
+	case evWake:
+		r.wake(now, idx)
 	case evScrape:
 		r.scrape(now)
 	case evSample:
@@ -575,7 +584,8 @@ func (r *runner) deliver(now int64, slot int) {
 	r.kick(now, f.replica)
 }
 
-// kick starts a step on an idle replica.
+// kick starts a step on an idle replica. An engine left idle with CPU
+// tier copies in flight is woken when the first completes.
 func (r *runner) kick(now int64, i int) {
 	fr := r.fleet[i]
 	if fr.inStep {
@@ -583,10 +593,28 @@ func (r *runner) kick(now int64, i int) {
 	}
 	d, ok := fr.eng.BeginStep(now)
 	if !ok {
+		if t, pending := fr.eng.NextTransfer(); pending && (fr.wakeAt == 0 || t < fr.wakeAt) {
+			fr.wakeAt = t
+			r.at(t, evWake, i)
+		}
 		return
 	}
 	fr.inStep = true
 	r.at(now+d, evStepEnd, i)
+}
+
+// wake applies the CPU tier copies complete on an idle replica and starts
+// a step if that made work (a step in flight applies them at its end).
+func (r *runner) wake(now int64, i int) {
+	fr := r.fleet[i]
+	if now >= fr.wakeAt {
+		fr.wakeAt = 0
+	}
+	if fr.inStep {
+		return
+	}
+	fr.eng.Poll(now)
+	r.kick(now, i)
 }
 
 func (r *runner) stepEnd(now int64, i int) {
@@ -612,6 +640,7 @@ func (r *runner) stepEnd(now int64, i int) {
 		rec := &f.rec
 		rec.Outcome = Completed
 		rec.CachedTokens = rr.NumCachedTokens
+		rec.CPUCachedTokens = rr.NumCPUCachedTokens
 		rec.Preemptions = len(rr.Preemptions)
 		rec.FirstToken = rr.FirstToken + fr.ingest
 		rec.Completion = rr.Completed + fr.ingest + fr.perTok*int64(rr.OutputLen)
@@ -655,7 +684,7 @@ func (r *runner) scrape(now int64) {
 		_ = r.router.UpdateMetrics(fr.spec.Name, epp.Metrics{
 			WaitingQueueSize: g.NumRequestsWaiting, RunningRequestsSize: g.NumRequestsRunning,
 			KVCacheUsagePercent: g.KVCacheUsagePerc, CacheBlockSize: g.BlockSize, CacheNumBlocks: g.NumGPUBlocks,
-			UpdateTime: now,
+			CacheCPUCapacityTokens: g.CPUCacheCapacityTokens, UpdateTime: now,
 		})
 	}
 	if r.active() {
