@@ -31,6 +31,9 @@ type Prediction struct {
 	// ErrorByCause splits Σ|predicted − true| (in prompt tokens) by cause;
 	// values are shares summing to 1 (see predAcc.add for the rules).
 	ErrorByCause map[string]float64 `json:"error_by_cause,omitempty"`
+	// ByTier compares the prediction with the true reuse per KV tier when
+	// replicas have a CPU tier; absent otherwise.
+	ByTier *TierPrediction `json:"by_tier,omitempty"`
 }
 
 // CalibrationBucket is one predicted-fraction bucket [Lo, Hi).
@@ -70,6 +73,7 @@ type predAcc struct {
 		pred, truth float64
 	}
 	cause map[string]float64
+	tiers tierAcc
 }
 
 // add accounts one routed request. With P the predicted tokens (fraction ×
@@ -84,6 +88,7 @@ func (p *predAcc) add(r *sim.Record, pred float64, blocks int) {
 	prompt := float64(r.PromptTokens)
 	truth := float64(r.CachedTokens) / prompt
 	p.n++
+	p.tiers.add(r, pred)
 	p.predSum += pred
 	p.trueSum += truth
 	p.absErr += math.Abs(pred - truth)
