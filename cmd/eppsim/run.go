@@ -284,6 +284,30 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 		}
 		return "-"
 	})
+	offload := false
+	for _, r := range runs {
+		offload = offload || r.summary.Cache.Offload != nil
+	}
+	if offload {
+		// Only with a CPU tier (--kv-offloading-size), so runs without one
+		// print as before.
+		tier := func(f func(*report.OffloadCache) string) func(*report.Summary) string {
+			return func(s *report.Summary) string {
+				if o := s.Cache.Offload; o != nil {
+					return f(o)
+				}
+				return "-"
+			}
+		}
+		row("GPU-tier hit ratio", tier(func(o *report.OffloadCache) string { return fmt.Sprintf("%.3f", o.GPUHitRatio) }))
+		row("CPU-tier hit ratio", tier(func(o *report.OffloadCache) string { return fmt.Sprintf("%.3f", o.CPUHitRatio) }))
+		row("CPU-tier hits missed by approx", func(s *report.Summary) string {
+			if p := s.Prediction["approx-prefix-cache-producer"]; p != nil && p.ByTier != nil && p.ByTier.CPU.TrueTokens > 0 {
+				return fmt.Sprintf("%.3f", p.ByTier.CPU.UnderpredictedShare)
+			}
+			return "-"
+		})
+	}
 	row("load imbalance (max/mean)", func(s *report.Summary) string { return fmt.Sprintf("%.2f", s.Routing.Imbalance) })
 	row("preemptions", func(s *report.Summary) string { return fmt.Sprint(s.Cache.Preemptions) })
 	row("sim requests/wall s", func(s *report.Summary) string { return fmt.Sprintf("%.0f", s.Sim.RequestsPerWallS) })
@@ -294,6 +318,9 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 		}
 		for _, n := range r.summary.Config.NotSimulated {
 			fmt.Fprintf(w, "\n%s: not simulated: %s", r.name, n)
+		}
+		for _, n := range r.summary.Config.Estimates {
+			fmt.Fprintf(w, "\n%s: estimate: %s", r.name, n)
 		}
 	}
 	fmt.Fprintln(w)
