@@ -38,6 +38,8 @@ type cpuTier struct {
 	events  *eventLog
 	stats   *Stats
 	evicted []uint64 // scratch of prepareStore
+	// sink keeps the loads of touch's prefetch pass alive.
+	sink uint64
 }
 
 // cpuSlot is one chunk of CPU memory. ref is the manager's BlockStatus
@@ -110,6 +112,13 @@ func (c *cpuTier) find(h uint64) (int32, bool) {
 // every evictable one to the most recent end, so the first block of a
 // request ends up the most recent and its tail is evicted first.
 func (c *cpuTier) touch(keys []uint64) {
+	// Load every key's table group first, so that the cache misses of a
+	// long prompt overlap instead of coming one by one.
+	var sink uint64
+	for _, h := range keys {
+		sink ^= c.index.Touch(h)
+	}
+	c.sink = sink
 	for i := len(keys) - 1; i >= 0; i-- {
 		s, ok := c.find(keys[i])
 		if !ok || c.slots[s].ref != 0 || s == c.tail {
