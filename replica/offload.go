@@ -38,6 +38,9 @@ type cpuTier struct {
 	events  *eventLog
 	stats   *Stats
 	evicted []uint64 // scratch of prepareStore
+	fresh   []uint64 // scratch of prepareStore
+	found   []int32  // scratch of prepareStore: each key's slot, or noBlock
+	victims []int32  // scratch of prepareStore
 	// sink keeps the loads of touch's prefetch pass alive.
 	sink uint64
 }
@@ -50,6 +53,7 @@ type cpuSlot struct {
 	ref        int32
 	prev, next int32  // evictable list links
 	mark       uint32 // protected from eviction by the current store
+	pos        int32  // the hash's entry in index (entries never move)
 }
 
 // xfer is one transfer job: the chunks a store writes or a load reads for
@@ -193,41 +197,48 @@ func (c *cpuTier) startLoad(r *Request, keys []uint64, now int64) {
 // enough; the caller retries at the next step.
 func (c *cpuTier) prepareStore(keys []uint64) (slots []int32, ok bool) {
 	c.stamp++
-	fresh := 0
+	var sink uint64
 	for _, h := range keys {
-		if s, found := c.find(h); found {
+		sink ^= c.index.Touch(h)
+	}
+	c.sink = sink
+	fresh, held := c.fresh[:0], c.found[:0]
+	for _, h := range keys {
+		s, found := c.find(h)
+		if found {
 			c.slots[s].mark = c.stamp // protected
 		} else {
-			fresh++
+			s = noBlock
+			fresh = append(fresh, h)
 		}
+		held = append(held, s)
 	}
-	if fresh == 0 {
+	c.fresh, c.found = fresh, held
+	if len(fresh) == 0 {
 		return nil, true
 	}
-	need := fresh - len(c.free)
+	need := len(fresh) - len(c.free)
 	if need > 0 {
-		// Check first that enough unprotected chunks are evictable.
-		n := 0
-		for s := c.head; s != noBlock && n < need; s = c.slots[s].next {
+		// The least recent unprotected chunks; if there are not enough,
+		// nothing is evicted.
+		victims := c.victims[:0]
+		for s := c.head; s != noBlock && len(victims) < need; s = c.slots[s].next {
 			if c.slots[s].mark != c.stamp {
-				n++
+				victims = append(victims, s)
 			}
 		}
-		if n < need {
+		c.victims = victims
+		if len(victims) < need {
 			return nil, false
 		}
 		ev := c.evicted[:0]
-		for s := c.head; len(ev) < need; {
-			next := c.slots[s].next
-			if sl := &c.slots[s]; sl.mark != c.stamp {
-				c.unlink(s)
-				pos, _ := c.index.Lookup(sl.hash)
-				c.index.DeleteAt(pos)
-				ev = append(ev, sl.hash)
-				*sl = cpuSlot{prev: noBlock, next: noBlock}
-				c.free = append(c.free, s)
-			}
-			s = next
+		for _, s := range victims {
+			sl := &c.slots[s]
+			c.unlink(s)
+			c.index.DeleteAt(int(sl.pos))
+			ev = append(ev, sl.hash)
+			*sl = cpuSlot{prev: noBlock, next: noBlock}
+			c.free = append(c.free, s)
 		}
 		c.stats.CPUEvictions += int64(len(ev))
 		if c.events != nil && c.events.enabled {
@@ -235,15 +246,11 @@ func (c *cpuTier) prepareStore(keys []uint64) (slots []int32, ok bool) {
 		}
 		c.evicted = ev
 	}
-	slots = make([]int32, 0, fresh)
-	for _, h := range keys {
-		if _, found := c.find(h); found {
-			continue
-		}
+	slots = make([]int32, 0, len(fresh))
+	for _, h := range fresh {
 		s := c.free[len(c.free)-1]
 		c.free = c.free[:len(c.free)-1]
-		c.slots[s] = cpuSlot{hash: h, ref: -1, prev: noBlock, next: noBlock}
-		c.index.Insert(h, uint64(s))
+		c.slots[s] = cpuSlot{hash: h, ref: -1, prev: noBlock, next: noBlock, pos: int32(c.index.Insert(h, uint64(s)))}
 		c.pinned++
 		slots = append(slots, s)
 	}
@@ -264,8 +271,18 @@ func (c *cpuTier) store(r *Request, keys []uint64) {
 	if !ok {
 		return
 	}
+	start := r.offStored
 	r.offStored = len(keys)
-	c.touch(keys)
+	// touch(keys), in its reverse order: the keys just prepared by the
+	// slots prepareStore found (new ones are pending: not evictable),
+	// then the earlier ones.
+	for i := len(c.found) - 1; i >= 0; i-- {
+		if s := c.found[i]; s != noBlock && c.slots[s].ref == 0 && s != c.tail {
+			c.unlink(s)
+			c.appendMRU(s)
+		}
+	}
+	c.touch(keys[:start])
 	if len(slots) > 0 {
 		c.built = append(c.built, xfer{req: r, slots: slots})
 		r.offInflight++
@@ -410,6 +427,9 @@ func (c *cpuTier) check() error {
 		used++
 		if s, ok := c.find(sl.hash); !ok || s != int32(i) {
 			return fmt.Errorf("slot %d holds %x but the index maps it to %d (%v)", i, sl.hash, s, ok)
+		}
+		if pos, _ := c.index.Find(sl.hash); pos != int(sl.pos) {
+			return fmt.Errorf("slot %d records entry %d, the index has %d", i, sl.pos, pos)
 		}
 		if sl.ref != 0 {
 			pinned++
