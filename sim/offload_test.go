@@ -6,6 +6,7 @@ import (
 
 	"github.com/eppsim/eppsim/epp/config"
 	"github.com/eppsim/eppsim/epp/plugins"
+	"github.com/eppsim/eppsim/epp/producer"
 	"github.com/eppsim/eppsim/workload"
 )
 
@@ -139,5 +140,38 @@ func TestOffloadCPUEventsScoredWithTierWeights(t *testing.T) {
 	}
 	if st := res.Replicas[0].Stats; st.OffloadLoads != 2 || st.OffloadLoadedBlocks != 65 {
 		t.Errorf("loads %d of %d blocks, want 2 of 65", st.OffloadLoads, st.OffloadLoadedBlocks)
+	}
+}
+
+func TestOffloadCapacityReachesApproxProducer(t *testing.T) {
+	// The scrape passes the CPU tier's capacity (512 blocks × 16 tokens);
+	// with the pr2292 option the approximate producer sizes the LRU to
+	// max(300 GPU blocks, 8,192 / 16) = 512 entries, without it to 300.
+	for _, c := range []struct {
+		option bool
+		want   int
+	}{{false, 300}, {true, 512}} {
+		loaded, err := config.Default(config.Options{Registry: plugins.Builtin(), Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var approx *producer.ApproxPrefix
+		for _, p := range loaded.Plugins {
+			if a, ok := p.Plugin.(*producer.ApproxPrefix); ok {
+				approx = a
+				a.SetOffloadLRU(c.option)
+			}
+		}
+		if approx == nil {
+			t.Fatal("no approximate producer in the default config")
+		}
+		r := req(0, 0, tokens(0, 500), 4)
+		r.Endpoint, r.Body = workload.EndpointCompletions, []byte(`{"model":"m","prompt":"p"}`)
+		if _, err := Run(&sliceSource{reqs: []*workload.Request{r}}, loaded.Router(), offloadFleet(t, 1, 300, 1), Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := approx.PodCapacity("default/r0"); got != c.want {
+			t.Errorf("option %v: LRU capacity %d, want %d", c.option, got, c.want)
+		}
 	}
 }
