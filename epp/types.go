@@ -10,6 +10,11 @@ type Metrics struct {
 	KVCacheUsagePercent float64 // vllm:kv_cache_usage_perc, 0..1
 	CacheBlockSize      int     // vllm:cache_config_info{block_size}
 	CacheNumBlocks      int     // vllm:cache_config_info{num_gpu_blocks}
+	// CacheCPUCapacityTokens is the engine's CPU offload tier in tokens
+	// (vllm:kv_offload_cpu_capacity_tokens, proposed by vLLM PR #51615 and
+	// read only by the approx-prefix-cache-producer's llm-d-router PR
+	// #2292 option; 0 = not reported).
+	CacheCPUCapacityTokens int
 	// LoRA state from vllm:lora_requests_info: adapter name -> count.
 	ActiveModels    map[string]int
 	WaitingModels   map[string]int

@@ -117,6 +117,10 @@ func decodePreset(data []byte, p *Preset) error {
 		v := *p.Engine.EnablePrefixCaching
 		p.Engine.EnablePrefixCaching = &v
 	}
+	if p.Engine.OffloadJobOverheadUs != nil {
+		v := *p.Engine.OffloadJobOverheadUs
+		p.Engine.OffloadJobOverheadUs = &v
+	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	return suggest.UnknownField(dec.Decode(p), p, PresetRenames)
@@ -406,6 +410,17 @@ func (p *Preset) EngineConfig() (Config, error) {
 			return Config{}, fmt.Errorf("preset %s: max_model_len %d needs %d KV blocks of %d tokens but only %d fit on %d×%s; lower max_model_len or raise gpu_memory_utilization (as vLLM would ask)",
 				p.Name, cfg.MaxModelLen, need, cfg.BlockSize, c.Blocks, p.TensorParallelSize, p.GPU.Name)
 		}
+	}
+	if e.KVOffloadingSize > 0 {
+		elem, err := p.Arch.KVElementBytes(e.KVCacheDtype)
+		if err != nil {
+			return Config{}, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		off, err := e.CPUOffload(p.Arch, p.TensorParallelSize, elem, e.BlockSize)
+		if err != nil {
+			return Config{}, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		cfg.KVOffloadingSize, cfg.Offload = e.KVOffloadingSize, off
 	}
 	if err := cfg.validate(); err != nil {
 		return Config{}, fmt.Errorf("preset %s: %w", p.Name, err)

@@ -9,6 +9,10 @@ const (
 	Running
 	Preempted
 	Finished
+	// WaitingForRemoteKVs is a request whose prefix is being copied from
+	// the CPU tier (vLLM's WAITING_FOR_REMOTE_KVS, pd-offload.md B.6). It
+	// holds blocks, counts as waiting and is not running.
+	WaitingForRemoteKVs
 )
 
 // Request is one request as the engine sees it, with its per-request record.
@@ -35,8 +39,13 @@ type Request struct {
 	FirstToken     int64
 	Completed      int64
 	// NumCachedTokens is vLLM's num_cached_tokens: the prefix reused at
-	// first scheduling — the true cache hit (A.6).
+	// first scheduling — the true cache hit (A.6). With a CPU tier it
+	// includes the tokens loaded from it (pd-offload.md B.6).
 	NumCachedTokens int
+	// NumCPUCachedTokens is the part of NumCachedTokens that came from the
+	// CPU tier (0 without offloading); the rest came from the GPU prefix
+	// cache.
+	NumCPUCachedTokens int
 	// Preemptions lists the times the request was preempted.
 	Preemptions []int64
 
@@ -47,6 +56,12 @@ type Request struct {
 	numComputed     int
 	numCachedBlocks int // blocks of the table registered in the prefix cache
 	scheduledOnce   bool
+
+	// CPU tier state (pd-offload.md B.4, B.6; offload.go).
+	offStored   int  // next_stored_block_idx: blocks before it are offloaded or queued
+	offInflight int  // store and load jobs of this request not yet complete
+	loadTokens  int  // tokens being loaded from the CPU tier
+	loadReady   bool // the load has completed (finished_recving seen)
 }
 
 // Status returns the request's current state.

@@ -25,6 +25,8 @@ type Aggregator struct {
 	outputTokens               int64
 	// The ladder's rungs and the queue effect, Σ tokens.
 	cached, oracle, routedTok, infinite int64
+	cpuCached                           int64 // of cached, loaded from CPU tiers
+	cpuHits                             int   // requests with a CPU tier hit
 	queueGained, queueLost              int64
 	first, last                         int64
 	perReplica                          map[int][2]int64 // replica -> {cached, prompt}
@@ -74,6 +76,10 @@ func (a *Aggregator) Add(r *sim.Record) {
 	a.promptTokens += int64(r.PromptTokens)
 	a.outputTokens += int64(r.OutputTokens)
 	a.cached += int64(r.CachedTokens)
+	a.cpuCached += int64(r.CPUCachedTokens)
+	if r.CPUCachedTokens > 0 {
+		a.cpuHits++
+	}
 	a.oracle += int64(r.OracleCachedTokens)
 	a.routedTok += int64(r.RoutedCachedTokens)
 	a.infinite += int64(r.InfiniteCachedTokens)
@@ -159,6 +165,9 @@ type Summary struct {
 		PerReplica        map[string]float64 `json:"per_replica_hit_ratio"`
 		Evictions         int64              `json:"evictions"`
 		Preemptions       int64              `json:"preemptions"`
+		// Offload splits the true hits by tier when replicas have a CPU
+		// tier (--kv-offloading-size); absent otherwise.
+		Offload *OffloadCache `json:"offload,omitempty"`
 	} `json:"cache"`
 	// Prediction compares each prefix producer's belief with the truth,
 	// keyed by producer type.
@@ -200,6 +209,10 @@ type RunConfig struct {
 	// EPP is the effective EndpointPickerConfig after defaults.
 	EPP          *EPPInfo `json:"epp"`
 	NotSimulated []string `json:"not_simulated,omitempty"`
+	// Estimates names the parameters of the run that are estimates rather
+	// than sourced numbers (pd-offload.md marks them "(estimate)"), with
+	// their values.
+	Estimates []string `json:"estimates,omitempty"`
 }
 
 // EPPInfo is a run's EPP configuration: the effective
@@ -222,6 +235,9 @@ type EPPInfo struct {
 	Producers []string `json:"producers"`
 	// FeatureGates lists the gates that are on.
 	FeatureGates []string `json:"feature_gates_on,omitempty"`
+	// Upstream lists the later llm-d-router behaviours the run turned on
+	// (scenario.UpstreamOptions, e.g. pr2292).
+	Upstream []string `json:"upstream_options,omitempty"`
 }
 
 // EPPProfile is one scheduling profile of an EPPInfo.
@@ -361,11 +377,15 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 		s.Routing.Imbalance = float64(maxRouted) / (float64(len(a.e2e)) / float64(n))
 		s.Routing.TieShare = float64(a.ties) / float64(len(a.e2e))
 	}
+	s.Cache.Offload = a.offloadSummary(res)
 	for _, p := range []struct {
 		name string
 		acc  *predAcc
 	}{{"approx-prefix-cache-producer", &a.approx}, {"precise-prefix-cache-producer", &a.precise}} {
 		if pr := p.acc.summary(); pr != nil {
+			if s.Cache.Offload != nil {
+				pr.ByTier = p.acc.tiers.summary()
+			}
 			if s.Prediction == nil {
 				s.Prediction = map[string]*Prediction{}
 			}

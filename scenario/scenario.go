@@ -9,6 +9,8 @@ package scenario
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/eppsim/eppsim/epp/config"
 	"github.com/eppsim/eppsim/epp/plugins"
+	"github.com/eppsim/eppsim/epp/producer"
+	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/report"
 	"github.com/eppsim/eppsim/sim"
 	"github.com/eppsim/eppsim/workload"
@@ -36,6 +40,35 @@ type Spec struct {
 	// Env holds the seed, EPP environment and limits; its hooks are ignored
 	// (use Hooks).
 	Env sim.Options
+	// Upstream names later llm-d-router behaviours to turn on in every EPP
+	// configuration of the run (UpstreamOptions); none by default (the EPP
+	// at ebab687).
+	Upstream []string
+}
+
+// UpstreamOptions are the later llm-d-router behaviours Spec.Upstream can
+// turn on, named after the upstream change, with what each does.
+var UpstreamOptions = map[string]string{
+	producer.UpstreamPR2292: "approx-prefix-cache-producer: size each pod's LRU to max(GPU, CPU offload) cache capacity (llm-d-router PR #2292 for issue #1650; the simulated replicas report their CPU tier's capacity as vLLM PR #51615 proposes)",
+}
+
+// applyUpstream turns the named upstream behaviours on in l's plugins.
+func applyUpstream(l *config.Loaded, names []string) error {
+	for _, n := range names {
+		if _, ok := UpstreamOptions[n]; !ok {
+			known := slices.Sorted(maps.Keys(UpstreamOptions))
+			return fmt.Errorf("unknown upstream option %q (have %s)", n, strings.Join(known, ", "))
+		}
+	}
+	if !slices.Contains(names, producer.UpstreamPR2292) {
+		return nil
+	}
+	for _, p := range l.Plugins {
+		if a, ok := p.Plugin.(*producer.ApproxPrefix); ok {
+			a.SetOffloadLRU(true)
+		}
+	}
+	return nil
 }
 
 // EPP names an EPP configuration: a file, "default" (the EPP's built-in
@@ -128,6 +161,9 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 	if err != nil {
 		return nil, &InputError{err}
 	}
+	if err := applyUpstream(l.Loaded, spec.Upstream); err != nil {
+		return nil, &InputError{err}
+	}
 	router, err := l.router()
 	if err != nil {
 		return nil, err
@@ -198,6 +234,9 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 		},
 		EPP: eppInfo(l.Loaded),
 	}
+	if len(spec.Upstream) > 0 {
+		rc.EPP.Upstream = slices.Clone(spec.Upstream)
+	}
 	if opts.Duration > 0 {
 		rc.Workload.Duration = time.Duration(opts.Duration).String()
 	}
@@ -214,7 +253,35 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 	for _, ns := range l.NotSimulated {
 		rc.NotSimulated = append(rc.NotSimulated, ns.String())
 	}
+	rc.Estimates = estimates(spec.Fleet)
 	return rc
+}
+
+// estimates lists the fleet's parameters that are estimates with no
+// source (pd-offload.md C.4): the CPU tier's copy bandwidth and per-job
+// cost, when a replica with offloading uses eppsim's defaults for them.
+func estimates(fleet []sim.ReplicaSpec) []string {
+	var out []string
+	for _, r := range fleet {
+		e := &r.Preset.Engine
+		if e.KVOffloadingSize <= 0 {
+			continue
+		}
+		var n string
+		if e.OffloadPCIeGBps == 0 {
+			n = fmt.Sprintf("CPU offload copies at %g GB/s per GPU (offload_pcie_gb_per_s, PCIe Gen5 x16 pinned: an estimate, pd-offload.md C.4)", replica.DefaultOffloadPCIeGBps)
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+		if e.OffloadJobOverheadUs == nil {
+			n = fmt.Sprintf("CPU offload copy jobs cost %g µs each on top (offload_job_overhead_us: an estimate, pd-offload.md C.4)", replica.DefaultOffloadJobOverheadUs)
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // maxSkipExamples is how many skipped trace lines a summary names.

@@ -86,6 +86,9 @@ type Record struct {
 	// CachedTokens is the true reuse on the chosen replica
 	// (num_cached_tokens at first scheduling).
 	CachedTokens int
+	// CPUCachedTokens is the part of CachedTokens loaded from the
+	// replica's CPU tier (pd-offload.md B.6); 0 without offloading.
+	CPUCachedTokens int
 	// OracleCachedTokens is the largest cached prefix over every replica of
 	// the fleet at routing time (lag-free), measured at the same instant
 	// as RoutedCachedTokens, so OracleCachedTokens >= RoutedCachedTokens
@@ -155,6 +158,7 @@ const (
 	evKV
 	evRelease
 	evSample
+	evWake
 )
 
 const kindShift = 56
@@ -186,6 +190,9 @@ type fleetReplica struct {
 	inStep bool
 	run    *runner
 	idx    int
+	// wakeAt is the time of the earliest wake-up scheduled for a CPU tier
+	// copy completing while the engine is idle (0: none).
+	wakeAt int64
 }
 
 // ingestDelay is one request's non-blocking ingest delay (ns): the mean,
@@ -207,7 +214,7 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 	}
 	for _, ev := range batch {
 		out = append(out, epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
-			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys})
+			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys, Medium: ev.Medium})
 	}
 	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})
 	r.at(now+r.opts.KVEventLag, evKV, slot)
@@ -434,6 +441,8 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.deliver(now, idx)
 	case evStepEnd:
 		r.stepEnd(now, idx)
+	case evWake:
+		r.wake(now, idx)
 	case evScrape:
 		r.scrape(now)
 	case evSample:
@@ -614,7 +623,8 @@ func (r *runner) deliver(now int64, slot int) {
 	r.kick(now, f.replica)
 }
 
-// kick starts a step on an idle replica.
+// kick starts a step on an idle replica. An engine left idle with CPU
+// tier copies in flight is woken when the first completes.
 func (r *runner) kick(now int64, i int) {
 	fr := r.fleet[i]
 	if fr.inStep {
@@ -622,10 +632,28 @@ func (r *runner) kick(now int64, i int) {
 	}
 	d, ok := fr.eng.BeginStep(now)
 	if !ok {
+		if t, pending := fr.eng.NextTransfer(); pending && (fr.wakeAt == 0 || t < fr.wakeAt) {
+			fr.wakeAt = t
+			r.at(t, evWake, i)
+		}
 		return
 	}
 	fr.inStep = true
 	r.at(now+d, evStepEnd, i)
+}
+
+// wake applies the CPU tier copies complete on an idle replica and starts
+// a step if that made work (a step in flight applies them at its end).
+func (r *runner) wake(now int64, i int) {
+	fr := r.fleet[i]
+	if now >= fr.wakeAt {
+		fr.wakeAt = 0
+	}
+	if fr.inStep {
+		return
+	}
+	fr.eng.Poll(now)
+	r.kick(now, i)
 }
 
 func (r *runner) stepEnd(now int64, i int) {
@@ -651,6 +679,7 @@ func (r *runner) stepEnd(now int64, i int) {
 		rec := &f.rec
 		rec.Outcome = Completed
 		rec.CachedTokens = rr.NumCachedTokens
+		rec.CPUCachedTokens = rr.NumCPUCachedTokens
 		rec.Preemptions = len(rr.Preemptions)
 		ingest := fr.ingestDelay()
 		rec.FirstToken = rr.FirstToken + ingest
@@ -695,7 +724,7 @@ func (r *runner) scrape(now int64) {
 		_ = r.router.UpdateMetrics(fr.spec.Name, epp.Metrics{
 			WaitingQueueSize: g.NumRequestsWaiting, RunningRequestsSize: g.NumRequestsRunning,
 			KVCacheUsagePercent: g.KVCacheUsagePerc, CacheBlockSize: g.BlockSize, CacheNumBlocks: g.NumGPUBlocks,
-			UpdateTime: now,
+			CacheCPUCapacityTokens: g.CPUCacheCapacityTokens, UpdateTime: now,
 		})
 	}
 	if r.active() {

@@ -290,6 +290,9 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 		for _, n := range r.summary.Config.NotSimulated {
 			notes = append(notes, r.name+": not simulated: "+n)
 		}
+		for _, n := range r.summary.Config.Estimates {
+			fmt.Fprintf(w, "\n%s: estimate: %s", r.name, n)
+		}
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +54,10 @@ type specFlags struct {
 	calibration string
 	asyncSched  bool
 	dp          int
+	offloadGiB  float64
+	pcieGBps    float64
+	jobOverhead time.Duration
+	upstream    []string
 
 	flags *pflag.FlagSet // to tell flags given from defaults
 }
@@ -83,6 +89,10 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	_ = fl.MarkDeprecated("max-batched-tokens", "use --max-num-batched-tokens (vLLM's name)")
 	fl.IntVar(&f.blockSize, "block-size", 0, "vLLM's --block-size (KV block size in tokens) on every replica (the computed KV capacity follows)")
 	fl.IntVar(&f.dp, "data-parallel-size", 0, "vLLM's --data-parallel-size on every replica: that many independent engines per replica, each its own rank endpoint <pod>-rank-<i> (default: the preset's, 1)")
+	fl.Float64Var(&f.offloadGiB, "kv-offloading-size", 0, "vLLM's --kv-offloading-size on every replica: GiB of CPU memory for a CPU KV tier (native OffloadingConnector: stores prompt blocks as they are computed, LRU, asynchronous loads; docs/pd-offload.md); 0 = off")
+	fl.Float64Var(&f.pcieGBps, "offload-pcie-bandwidth", 0, fmt.Sprintf("GB/s per GPU of the CPU tier's copies, each way (default %g, an estimate: PCIe Gen5 x16 pinned; Gen4 is about 22)", replica.DefaultOffloadPCIeGBps))
+	fl.DurationVar(&f.jobOverhead, "offload-job-overhead", 0, fmt.Sprintf("fixed cost of one CPU tier copy job (default %gµs, an estimate)", replica.DefaultOffloadJobOverheadUs))
+	fl.StringArrayVar(&f.upstream, "epp-upstream", nil, "turn on a later llm-d-router behaviour in every EPP config, named after the upstream change (repeatable): "+upstreamHelp())
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
 	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
@@ -128,6 +138,7 @@ func (f *specFlags) check() error {
 		{"duration", f.duration, false}, {"warmup", f.warmup, false}, {"kv-event-lag", f.kvLag, false},
 		{"epp-latency", f.eppLatency, false}, {"network-latency", f.netLatency, false},
 		{"refresh-metrics-interval", f.refresh, true}, {"timeseries-interval", f.sampleEvery, true},
+		{"offload-job-overhead", f.jobOverhead, false},
 	}
 	for _, d := range durations {
 		switch {
@@ -160,6 +171,12 @@ func (f *specFlags) check() error {
 			return err
 		}
 	}
+	if f.given("kv-offloading-size") && (!(f.offloadGiB >= 0) || math.IsInf(f.offloadGiB, 0)) {
+		return fmt.Errorf("--kv-offloading-size %v: must be a number of GiB ≥ 0 (0 = no CPU offloading)", f.offloadGiB)
+	}
+	if f.given("offload-pcie-bandwidth") && (!(f.pcieGBps > 0) || math.IsInf(f.pcieGBps, 0)) {
+		return fmt.Errorf("--offload-pcie-bandwidth %v: must be a positive number of GB/s", f.pcieGBps)
+	}
 	if f.given("gpu-memory-utilization") && !(f.gpuMemUtil > 0 && f.gpuMemUtil <= 1) {
 		return fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1] (vLLM's fraction of GPU memory)", f.gpuMemUtil)
 	}
@@ -169,19 +186,34 @@ func (f *specFlags) check() error {
 	if math.IsNaN(f.timeScale) || math.IsInf(f.timeScale, 0) || f.timeScale < 0 {
 		return fmt.Errorf("--time-scale %v: must be a finite number ≥ 0 (0 = timestamps as recorded)", f.timeScale)
 	}
+	for _, u := range f.upstream {
+		if _, ok := scenario.UpstreamOptions[u]; !ok {
+			return fmt.Errorf("--epp-upstream %q: unknown (have %s)", u, strings.Join(slices.Sorted(maps.Keys(scenario.UpstreamOptions)), ", "))
+		}
+	}
 	if f.duration > 0 && f.warmup >= f.duration {
 		return fmt.Errorf("--warmup %v: must be shorter than --duration %v (every request would be warm-up)", f.warmup, f.duration)
 	}
 	return nil
 }
 
+// upstreamHelp lists the --epp-upstream values with what each does.
+func upstreamHelp() string {
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(scenario.UpstreamOptions)) {
+		parts = append(parts, n+" ("+scenario.UpstreamOptions[n]+")")
+	}
+	return strings.Join(parts, "; ")
+}
+
 // zeroMeaning says what 0 means for the duration flags that accept it.
 var zeroMeaning = map[string]string{
-	"duration":        "no limit",
-	"warmup":          "no warm-up",
-	"kv-event-lag":    "events delivered at once",
-	"epp-latency":     "none",
-	"network-latency": "none",
+	"duration":             "no limit",
+	"warmup":               "no warm-up",
+	"kv-event-lag":         "events delivered at once",
+	"epp-latency":          "none",
+	"network-latency":      "none",
+	"offload-job-overhead": "no fixed cost per copy",
 }
 
 // spec builds the scenario the flags describe.
@@ -205,6 +237,7 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
 			SampleInterval: int64(f.sampleEvery),
 		},
+		Upstream: f.upstream,
 	}, nil
 }
 
@@ -274,6 +307,16 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 		}
 		if f.kvDtype != "" {
 			e.KVCacheDtype = f.kvDtype
+		}
+		if f.given("kv-offloading-size") {
+			e.KVOffloadingSize = f.offloadGiB
+		}
+		if f.given("offload-pcie-bandwidth") {
+			e.OffloadPCIeGBps = f.pcieGBps
+		}
+		if f.given("offload-job-overhead") {
+			us := float64(f.jobOverhead) / 1e3
+			e.OffloadJobOverheadUs = &us
 		}
 		e.CheckInvariants = f.checkInvar
 	}
