@@ -338,8 +338,16 @@ func verdictColor(v Verdict) color.Color {
 func MetricUnit(path string) string {
 	leaf := path[strings.LastIndexByte(path, '.')+1:]
 	switch {
-	case strings.HasPrefix(path, "latency_ms."):
+	case strings.HasPrefix(path, "latency_ms.") || strings.HasSuffix(leaf, "_ms"):
 		return "ms"
+	case leaf == "cpu_hit_requests":
+		return "requests"
+	case leaf == "cpu_loads":
+		return "loads"
+	case leaf == "cpu_loaded_blocks" || leaf == "cpu_stored_blocks" || leaf == "cpu_evictions":
+		return "blocks"
+	case strings.Contains(path, ".by_tier.") && strings.HasSuffix(leaf, "_tokens"):
+		return "tokens"
 	case leaf == "requests_per_s" || leaf == "requests_per_wall_s":
 		return "req/s"
 	case strings.HasSuffix(leaf, "tokens_per_s"):
