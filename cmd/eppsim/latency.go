@@ -155,6 +155,7 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
 	printMAPE(w, "eppsim (in sample)", rep.Rows, rep.MAPEs())
+	printOthers(w, rep)
 	printOverloaded(w, rep)
 	fmt.Fprintf(w, "\nwrote %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.MarkdownFile, latency.PlotName, f.out)
 	return nil
@@ -177,6 +178,38 @@ func printMAPE(w io.Writer, label string, _ []latency.Row, m map[string]float64)
 		}
 	}
 	fmt.Fprintln(tw)
+	tw.Flush()
+}
+
+// printOthers prints each other simulator's whole-run MAPE beside
+// eppsim's on the same runs.
+func printOthers(w io.Writer, rep *latency.Report) {
+	others := rep.OtherSimulators()
+	if len(others) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nbeside other simulators (whole-run MAPE on the runs each predicted: theirs / eppsim's on the same runs)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "simulator\truns\t")
+	for _, m := range latency.HeadlineMetrics {
+		fmt.Fprintf(tw, "%s\t", m)
+	}
+	fmt.Fprintln(tw)
+	cell := func(v float64, ok bool) string {
+		if !ok {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f%%", v)
+	}
+	for _, o := range others {
+		fmt.Fprintf(tw, "%s\t%d\t", o.Name, o.Runs)
+		for _, m := range latency.HeadlineMetrics {
+			t, tok := o.Theirs[m]
+			e, eok := o.Ours[m]
+			fmt.Fprintf(tw, "%s / %s\t", cell(t, tok), cell(e, eok))
+		}
+		fmt.Fprintln(tw)
+	}
 	tw.Flush()
 }
 
@@ -342,6 +375,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	printFit(w, rep)
 	fmt.Fprintln(w)
 	printMAPE(w, "in sample", rep.Rows, rep.MAPEs())
+	printOthers(w, rep)
 	if rep.LOMO != nil {
 		lm := map[string]float64{}
 		for _, m := range latency.Metrics {
