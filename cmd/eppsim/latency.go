@@ -155,6 +155,9 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
 	printMAPE(w, "eppsim (in sample)", rep.Rows, rep.MAPEs())
+	if lomo := recordedLOMO(c); len(lomo) > 0 {
+		printMAPE(w, "leave one model out (as calibrate measured it)", nil, lomo)
+	}
 	printOthers(w, rep)
 	printOverloaded(w, rep)
 	fmt.Fprintf(w, "\nwrote %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.MarkdownFile, latency.PlotName, f.out)
@@ -179,6 +182,17 @@ func printMAPE(w io.Writer, label string, _ []latency.Row, m map[string]float64)
 	}
 	fmt.Fprintln(tw)
 	tw.Flush()
+}
+
+// recordedLOMO is the leave-one-model-out MAPE a calibration records.
+func recordedLOMO(c replica.Calibration) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range latency.Metrics {
+		if v, ok := c.Fit["lomo_mape_"+m]; ok {
+			out[m] = v
+		}
+	}
+	return out
 }
 
 // printOthers prints each other simulator's whole-run MAPE beside
