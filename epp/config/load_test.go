@@ -255,10 +255,10 @@ func TestShippedEffective(t *testing.T) {
 				{Name: "decode", Filters: []string{"decode-filter"}, Picker: "max-score-picker",
 					Scorers: []config.ScorerRef{{Name: "prefix-cache-scorer", Weight: 2}, {Name: "queue-scorer", Weight: 1}}},
 			},
-			handler:      "disagg-profile-handler",
-			auto:         []string{"token-producer"},
-			producers:    []string{"token-producer", "approx-prefix-cache-producer"},
-			dataSources:  []string{"metrics-data-source"},
+			handler:     "disagg-profile-handler",
+			auto:        []string{"token-producer"},
+			producers:   []string{"token-producer", "approx-prefix-cache-producer"},
+			dataSources: []string{"metrics-data-source"},
 		})
 	})
 }

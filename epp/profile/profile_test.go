@@ -158,4 +158,3 @@ func (firstPicker) Pick(_ *epp.Cycle, _ *epp.Request, s []epp.ScoredEndpoint) []
 	}
 	return []*epp.Endpoint{s[0].Endpoint}
 }
-
