@@ -6,7 +6,6 @@ import (
 	"testing"
 )
 
-
 // Llama-3.1-8B in BF16: 131 072 B/token, 2 MiB per 16-token block
 // (pd-offload.md A.8's worked example).
 const llamaBlockBytes = 2 << 20
