@@ -278,6 +278,11 @@ type PDDecision struct {
 	CachedTokens int
 }
 
+// PrefillHeader is the request header a disaggregation profile handler
+// sets to the prefill pick's "ip:port" (pd-offload.md A.2): the decode
+// pod's routing sidecar runs the P/D request path when it is present.
+const PrefillHeader = "x-prefiller-host-port"
+
 // Reasons of a PDDecision.
 const (
 	// The request is disaggregated.

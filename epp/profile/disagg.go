@@ -12,7 +12,7 @@ import (
 // Headers the disaggregation handler sets for the decode pod's routing
 // sidecar (pd-offload.md A.2, llm-d-router pkg/common/routing/common.go).
 const (
-	PrefillHeader  = "x-prefiller-host-port"
+	PrefillHeader  = epp.PrefillHeader
 	EncodersHeader = "x-encoder-hosts-ports"
 )
 
