@@ -300,7 +300,7 @@ const (
 	// (A.3 condition 5).
 	PDReasonNoMatchInfo = "no-match-info"
 	// Decode-only: the decider is disabled (nonCachedTokens 0, condition
-	// 1), none is configured, or it is not simulated.
+	// 1) or not simulated.
 	PDReasonDisabled = "decider-disabled"
 	// Decode-only: the configuration has no prefill profile.
 	PDReasonNoPrefillProfile = "no-prefill-profile"

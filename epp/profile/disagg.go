@@ -347,7 +347,13 @@ func (h *Disagg) ProcessResults(_ *epp.Cycle, req *epp.Request, results map[stri
 	if e := results[h.encode]; h.encode != "" && e != nil {
 		out[h.encode] = e
 	}
-	return &epp.Result{PrimaryProfile: h.decode, Profiles: out, PD: &dec}, nil
+	res := &epp.Result{PrimaryProfile: h.decode, Profiles: out}
+	if h.Disaggregates() {
+		// Without a prefill decider (and decode-first) nothing is ever
+		// disaggregated: there is no decision to record.
+		res.PD = &dec
+	}
+	return res, nil
 }
 
 // PreRequest implements epp.PreRequestHook (upstream Handler.PreRequest):

@@ -270,7 +270,7 @@ func TestDisaggHandler(t *testing.T) {
 		// A "both" pod passes both filters; the prefill profile does not
 		// exclude the decode pick (A.1).
 		{"both pods only", pd, map[string]string{"b1": "both"}, nil, 1000, "b1", "10.0.0.3:8000", epp.PDReasonDisaggregated, 0, ""},
-		{"no decider: decode-only", `{}`, fleet, nil, 1000, "d1", "", epp.PDReasonDisabled, 0, ""},
+		{"no decider: decode-only, no decision", `{}`, fleet, nil, 1000, "d1", "", "", 0, ""},
 		{"prefill-first", `{"stageOrder":"prefill-first"}`, fleet, nil, 1000, "d1", "10.0.0.2:8000", epp.PDReasonDisaggregated, 0, ""},
 		{"no decode pod", pd, map[string]string{"p1": "prefill"}, nil, 1000, "", "", "", 0, "failed to find available decode workers"},
 	}
@@ -290,6 +290,12 @@ func TestDisaggHandler(t *testing.T) {
 		}
 		if res.PrimaryProfile != "decode" || res.Target().Name != c.target || req.Headers[PrefillHeader] != c.prefill {
 			t.Errorf("%s: primary %s target %s header %q", c.name, res.PrimaryProfile, res.Target().Name, req.Headers[PrefillHeader])
+		}
+		if c.reason == "" {
+			if res.PD != nil || req.Headers[PrefillHeader] != "" {
+				t.Errorf("%s: decision %+v without a decider", c.name, res.PD)
+			}
+			continue
 		}
 		if res.PD == nil || res.PD.Reason != c.reason || res.PD.Disaggregated != (c.prefill != "") || res.PD.CachedTokens != c.cached {
 			t.Errorf("%s: decision %+v, want %s cached %d", c.name, res.PD, c.reason, c.cached)
