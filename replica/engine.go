@@ -39,9 +39,11 @@ type Stats struct {
 	CPUEvictions        int64
 
 	// P/D decode side (pd-offload.md A.10, vllm:nixl_*): reads from
-	// prefill engines, the blocks and bytes per rank they moved, and
-	// their time (ns, handshake included).
+	// prefill engines, the prompt tokens they covered (N − h_D each,
+	// counted in ExternalQueries and ExternalHits too), the blocks and
+	// bytes per rank they moved, and their time (ns, handshake included).
 	Pulls        int64
+	PulledTokens int64
 	PulledBlocks int64
 	PullBytes    int64
 	PullTime     int64

@@ -118,6 +118,7 @@ func (e *Engine) startPull(r *Request, hits []int32, now int64) bool {
 	r.PullEnd = max(now, start) + e.pd.cfg.TransferTime(r.PulledBlocks)
 	e.pd.inflight = append(e.pd.inflight, r)
 	e.stats.Pulls++
+	e.stats.PulledTokens += int64(n - h)
 	e.stats.PulledBlocks += int64(r.PulledBlocks)
 	e.stats.PullBytes += r.PullBytes
 	e.stats.PullTime += r.PullEnd - r.PullStart

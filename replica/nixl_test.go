@@ -106,7 +106,7 @@ func TestPDTransfer(t *testing.T) {
 		t.Fatalf("stored at promotion %x, want %x", got, dec.hashes[:6])
 	}
 	st := d.Stats()
-	if st.Pulls != 1 || st.PulledBlocks != 7 || st.PullBytes != 7*llamaBlockBytes || st.PullTime != 20*ms+xfer ||
+	if st.Pulls != 1 || st.PulledTokens != 100 || st.PulledBlocks != 7 || st.PullBytes != 7*llamaBlockBytes || st.PullTime != 20*ms+xfer ||
 		st.ExternalQueries != 100 || st.ExternalHits != 100 || st.PrefixQueries != 100 || st.PrefixHits != 0 {
 		t.Fatalf("stats %+v", st)
 	}
