@@ -218,6 +218,10 @@ type PDRecord struct {
 	// PullWait runs from the read's end to the step that promotes the
 	// request.
 	DecodeQueue, TransferTime, PullWait int64
+	// DecodeTime runs from the decode leg's arrival at the decode pod to
+	// its first token (that engine's TTFT: the read, or the prefill when
+	// decode-only, included).
+	DecodeTime int64
 	// PulledBlocks and TransferBytes (per rank) are what the read moved;
 	// DecodeHitTokens the prompt tokens the decode pod's own cache held
 	// at admission; DecodeRoutedTokens the decode pod's cached prefix at
@@ -987,6 +991,7 @@ func (r *runner) stepEnd(now int64, i int) {
 		rec.TTFT = rec.FirstToken - rec.Arrival
 		rec.E2E = rec.Completion - rec.Arrival
 		if pd := rec.PD; pd != nil {
+			pd.DecodeTime = rr.FirstToken - rr.Arrived
 			pd.DecodeHitTokens = rr.PullHitTokens
 			if f.prr != nil {
 				pd.DecodeQueue = rr.PullStart - rr.Arrived
