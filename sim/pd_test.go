@@ -334,3 +334,33 @@ func TestPDFleetWithoutPrefillPods(t *testing.T) {
 		t.Fatalf("zero bandwidth: %v", err)
 	}
 }
+
+// TestPDWithOffload: P/D with a CPU tier on every pod, NIXL first in the
+// connector chain (pd-offload.md B.7): a decode pod reads everything
+// beyond its GPU hit from the prefill pod and never loads from its own CPU
+// tier, but stores the read blocks there; prefill pods serve CPU hits.
+func TestPDWithOffload(t *testing.T) {
+	fleet := pdFleet(t, 200, false, "prefill", "decode")
+	for i := range fleet {
+		fleet[i].Preset.Engine.KVOffloadingSize = 1
+	}
+	var reqs []*workload.Request
+	for i := range 60 {
+		// Seven 1,000-token prefixes that the 200-block GPU caches cannot
+		// keep, revisited.
+		p := append(tokens(i%7*5000, 1000), tokens(100000+i*1000, 40)...)
+		reqs = append(reqs, completion(req(int64(i), int64(i)*200_000_000, p, 4)))
+	}
+	recs, res := runPD(t, pdRouter(t, "always-disagg-pd-decider"), reqs, fleet, Options{Seed: 1})
+	cpu := 0
+	for _, r := range recs {
+		if r.Outcome != Completed || !r.PD.Disaggregated {
+			t.Fatalf("record %+v %+v", r, r.PD)
+		}
+		cpu += r.CPUCachedTokens
+	}
+	p, d := res.Replicas[0].Stats, res.Replicas[1].Stats
+	if d.OffloadLoads != 0 || d.OffloadStoredBlocks == 0 || p.OffloadLoads == 0 || cpu == 0 || res.HeldAtEnd != 0 {
+		t.Fatalf("prefill %+v\ndecode %+v\nCPU-tier tokens %d", p, d, cpu)
+	}
+}
