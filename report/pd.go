@@ -291,8 +291,8 @@ func pdRows(runs []NamedSummary, group func(string, ...rowDef)) {
 	}
 }
 
-// reasonCells lists the decode-only reasons with their share of the
-// decisions, largest first ("cached-prefix 30.1%, short-prompt 7.5%"), or
+// reasonCells lists the decode-only reasons (short forms) with their
+// share of the decisions, largest first ("cached 30.1%, short 7.5%"), or
 // "none".
 func reasonCells(p *PDSummary) string {
 	type rc struct {
@@ -311,9 +311,20 @@ func reasonCells(p *PDSummary) string {
 	slices.SortStableFunc(rs, func(a, b rc) int { return cmp.Compare(b.n, a.n) })
 	parts := make([]string, len(rs))
 	for i, x := range rs {
-		parts[i] = x.r + " " + pct(float64(x.n)/float64(p.Requests))
+		parts[i] = cmp.Or(reasonLabels[x.r], x.r) + " " + pct(float64(x.n)/float64(p.Requests))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// reasonLabels are the short forms of the decision reasons in tables and
+// findings (docs/metrics.md, pd.reasons).
+var reasonLabels = map[string]string{
+	"cached-prefix":       "cached",
+	"short-prompt":        "short",
+	"no-prefill-endpoint": "no prefill pod",
+	"no-match-info":       "no match info",
+	"decider-disabled":    "disabled",
+	"no-prefill-profile":  "no prefill profile",
 }
 
 // disaggregatedReason is epp.PDReasonDisaggregated (report does not import

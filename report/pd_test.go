@@ -87,7 +87,7 @@ func TestPDSummary(t *testing.T) {
 	if a.Summary(res).Cache.Offload != nil {
 		t.Error("offload summary from P/D reads")
 	}
-	want1 := "pd disaggregates 66.7% of requests (decode-only: cached-prefix 33.3%); a KV read moves 64 MiB per rank in 10.0 ms (p50), " +
+	want1 := "pd disaggregates 66.7% of requests (decode-only: cached 33.3%); a KV read moves 64 MiB per rank in 10.0 ms (p50), " +
 		"and the decode pods already held 3.2% of those prompts; prefill legs wait 0.0 ms and take 20.0 ms (p50) on 1 prefill pods " +
 		"at 50.0% mean KV usage; decode legs reach their first token in 12.0 ms (p50) on 2 decode pods (load imbalance 1.33)."
 	if got := pdSentence(NamedSummary{"pd", s}); got != want1 {
@@ -105,7 +105,7 @@ func TestPDSummary(t *testing.T) {
 	}
 	want := []string{
 		"P/D disaggregation: disaggregated (share of requests) = – | 66.7%",
-		"P/D disaggregation: decode-only because = – | cached-prefix 33.3%",
+		"P/D disaggregation: decode-only because = – | cached 33.3%",
 		"P/D disaggregation: KV read per request p50 / p99 (MiB per rank) = – | 64.0 / 120.0",
 		"P/D disaggregation: KV read time p50 / p99 (ms) = – | 10.00 / 20.00",
 		"P/D disaggregation: wait from read to promotion p50 (ms) = – | 0.00",

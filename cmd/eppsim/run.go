@@ -286,6 +286,21 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 	}
 	tw.Flush()
 	var notes []string
+	// An estimate shared by several configs is printed once, with their
+	// names.
+	var estimates []string
+	estNames := map[string][]string{}
+	for _, r := range runs {
+		for _, n := range r.summary.Config.Estimates {
+			if _, seen := estNames[n]; !seen {
+				estimates = append(estimates, n)
+			}
+			estNames[n] = append(estNames[n], r.name)
+		}
+	}
+	for _, n := range estimates {
+		fmt.Fprintf(w, "\n%s: estimate: %s", strings.Join(estNames[n], ", "), n)
+	}
 	for _, r := range runs {
 		if n := report.SkipNote(&r.summary.Config.Workload); n != "" {
 			notes = append(notes, r.name+": "+n)
@@ -295,9 +310,6 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 		}
 		for _, n := range r.summary.Config.Warnings {
 			notes = append(notes, r.name+": warning: "+n)
-		}
-		for _, n := range r.summary.Config.Estimates {
-			fmt.Fprintf(w, "\n%s: estimate: %s", r.name, n)
 		}
 	}
 	if len(notes) > 0 {
