@@ -430,7 +430,7 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 			r.pd = *opts.PD
 		}
 		if err := r.pd.Validate(); err != nil {
-			return nil, fmt.Errorf("sim: %w", err)
+			return nil, &FleetError{err}
 		}
 		if err := sameModel(fleet); err != nil {
 			return nil, &FleetError{err}
@@ -784,7 +784,9 @@ func (r *runner) route(now int64, wr *workload.Request) {
 			}
 			f.prefill, pd.PrefillReplica = p, p
 			f.rec.RoutedCachedTokens = cached[p]
-			computer = endpointOf(res, r.fleet[p].spec.Name)
+			if e := endpointOf(res, r.fleet[p].spec.Name); e != nil {
+				computer = e
+			}
 		}
 	}
 	f.rec.Predicted, f.rec.PredictedBlocks, f.rec.HasPredicted = matchFraction(computer, r.approx)
