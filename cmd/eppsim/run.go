@@ -301,6 +301,9 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 	for _, n := range estimates {
 		fmt.Fprintf(w, "\n%s: estimate: %s", strings.Join(estNames[n], ", "), n)
 	}
+	if len(estimates) > 0 {
+		fmt.Fprintln(w)
+	}
 	for _, r := range runs {
 		if n := report.SkipNote(&r.summary.Config.Workload); n != "" {
 			notes = append(notes, r.name+": "+n)
