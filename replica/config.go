@@ -51,6 +51,11 @@ type Config struct {
 	// Offload is the CPU tier's resolved configuration; nil when
 	// offloading is off. The engine reads only this.
 	Offload *OffloadConfig `json:"kv_offload,omitempty"`
+	// KVTransfer, when set, lets the engine serve decode legs of P/D
+	// requests (Request.Remote): the cost of reading their KV from the
+	// prefill engine (pd-offload.md A.8). The simulator sets it when the
+	// EPP disaggregates; presets never do.
+	KVTransfer *KVTransferConfig `json:"kv_transfer,omitempty"`
 }
 
 // OffloadConfig is a replica's CPU KV tier (pd-offload.md B): its capacity
@@ -162,8 +167,14 @@ func (c *Config) validate() error {
 		return fmt.Errorf("long_prefill_token_threshold must not be negative, got %d", c.LongPrefillTokenThreshold)
 	case c.MaxModelLen < 0:
 		return fmt.Errorf("max_model_len must not be negative, got %d", c.MaxModelLen)
-	case c.Offload != nil:
-		return c.Offload.validate()
+	}
+	if c.Offload != nil {
+		if err := c.Offload.validate(); err != nil {
+			return err
+		}
+	}
+	if c.KVTransfer != nil {
+		return c.KVTransfer.validate()
 	}
 	return nil
 }

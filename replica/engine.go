@@ -37,6 +37,16 @@ type Stats struct {
 	OffloadLoadBytes    int64
 	OffloadLoadTime     int64
 	CPUEvictions        int64
+
+	// P/D decode side (pd-offload.md A.10, vllm:nixl_*): reads from
+	// prefill engines, the prompt tokens they covered (N − h_D each,
+	// counted in ExternalQueries and ExternalHits too), the blocks and
+	// bytes per rank they moved, and their time (ns, handshake included).
+	Pulls        int64
+	PulledTokens int64
+	PulledBlocks int64
+	PullBytes    int64
+	PullTime     int64
 }
 
 // Gauges are the values a Prometheus scrape of the engine reads (A.8).
@@ -64,8 +74,13 @@ type Gauges struct {
 type StepOutput struct {
 	// FirstTokens are requests that produced their first token this step.
 	FirstTokens []*Request
-	// Finished are requests that completed this step (blocks released).
+	// Finished are requests that completed this step (blocks released,
+	// or held for the decode engine when the request is a prefill leg).
 	Finished []*Request
+	// Pulled are decode legs whose read from the prefill engine this
+	// step's end reported complete (pd-offload.md A.4 step 11); the decode
+	// side notifies the prefill engine then.
+	Pulled []*Request
 }
 
 type scheduled struct {
@@ -93,7 +108,12 @@ type Engine struct {
 	// (requests loading from the CPU tier, loaded ones not yet scheduled,
 	// and those whose lookup must be retried), served before waiting
 	// (pd-offload.md B.6); stepSkipped is this step's share of it.
-	cpu         *cpuTier
+	cpu *cpuTier
+	// With P/D (nil without): the decode side's reads from prefill
+	// engines, which also wait in skipped (A.4), and the finished prefill
+	// legs whose blocks are held for a read (A.5).
+	pd          *nixl
+	held        map[*Request]struct{}
 	skipped     deque
 	stepSkipped []*Request
 	running     []*Request
@@ -120,6 +140,9 @@ func NewEngine(cfg Config, model StepModel) (*Engine, error) {
 	e.pool = NewBlockPool(cfg.NumGPUBlocks, &e.events)
 	if cfg.Offload != nil {
 		e.cpu = newCPUTier(*cfg.Offload, &e.events, &e.stats)
+	}
+	if cfg.KVTransfer != nil {
+		e.pd = newNIXL(*cfg.KVTransfer)
 	}
 	// vLLM refuses to start when max_model_len exceeds the KV capacity; a
 	// sequence longer than the capacity could never be scheduled.
@@ -187,7 +210,11 @@ func (e *Engine) Add(r *Request, now int64) error {
 	if n := len(r.Prompt) + r.OutputLen; n > e.maxLen {
 		return fmt.Errorf("request %d: %d prompt + %d output tokens exceed the engine's maximum sequence length %d", r.ID, len(r.Prompt), r.OutputLen, e.maxLen)
 	}
+	if r.Remote != nil && e.pd == nil {
+		return fmt.Errorf("request %d: a P/D decode leg needs an engine with a KV transfer configuration", r.ID)
+	}
 	r.Arrived, r.FirstScheduled, r.FirstToken, r.Completed = now, -1, -1, -1
+	r.PullStart, r.PullEnd = -1, -1
 	r.status = Waiting
 	// Alias the caller's chain; clipped so that extending it with output
 	// blocks reallocates instead of writing into the caller's array.
@@ -415,14 +442,16 @@ func (e *Engine) preempt(r *Request, now int64) {
 // With a CPU tier the same holds for the transfers the previous step saw
 // complete (update_connector_output runs after the next schedule() with
 // async scheduling, before it without): stores become loadable and loaded
-// requests promotable only for the step after this one.
+// requests promotable only for the step after this one. Reads of P/D
+// decode legs from their prefill engines likewise (pd-offload.md A.4 step
+// 11).
 func (e *Engine) BeginStep(now int64) (dur int64, ok bool) {
 	late := false
-	if e.cpu != nil && !e.cfg.AsyncScheduling {
-		e.cpu.apply()
+	if !e.cfg.AsyncScheduling {
+		e.applyTransfers()
 	}
 	dur, ok = e.beginStep(now)
-	if e.cpu != nil && e.cfg.AsyncScheduling && e.cpu.apply() {
+	if e.cfg.AsyncScheduling && e.applyTransfers() {
 		e.publish(now)
 		late = true
 	}
@@ -510,6 +539,17 @@ func (e *Engine) beginStep(now int64) (dur int64, ok bool) {
 			if lookup {
 				hits = e.computedBlocks(r)
 				numHit = len(hits) * bs
+				if r.Remote != nil && r.PullStart < 0 {
+					// A P/D decode leg: the NIXL connector claims
+					// everything beyond the local hit (A.4 steps 8–9),
+					// before any CPU tier (B.7).
+					if !e.startPull(r, hits, now) {
+						break // head-of-line blocking
+					}
+					q.popFront()
+					e.stepSkipped = append(e.stepSkipped, r)
+					continue
+				}
 				if e.cpu != nil {
 					k, ok := e.offloadLookup(r, numHit)
 					if !ok {
@@ -613,6 +653,10 @@ func (e *Engine) EndStep(now int64) *StepOutput {
 	}
 	e.out.FirstTokens = e.out.FirstTokens[:0]
 	e.out.Finished = e.out.Finished[:0]
+	e.out.Pulled = e.out.Pulled[:0]
+	if e.pd != nil {
+		e.out.Pulled = e.pd.collect(now, e.out.Pulled)
+	}
 	finished := false
 	for i := range e.batch {
 		r := e.batch[i].req
@@ -637,7 +681,16 @@ func (e *Engine) EndStep(now int64) *StepOutput {
 	if finished {
 		e.running = slices.DeleteFunc(e.running, func(r *Request) bool { return r.status == Finished })
 		for _, r := range e.out.Finished {
-			e.freeBlocks(r)
+			if r.HoldBlocks {
+				// A prefill leg: its blocks stay pinned for the decode
+				// engine's read (delay_free_blocks, A.5) until Release.
+				if e.held == nil {
+					e.held = map[*Request]struct{}{}
+				}
+				e.held[r] = struct{}{}
+			} else {
+				e.freeBlocks(r)
+			}
 			e.stats.Completed++
 			if e.cpu != nil && min(r.numComputed, len(r.Prompt))/e.cfg.BlockSize > r.offStored {
 				e.cpu.retry = append(e.cpu.retry, r) // one last try (B.4)
@@ -732,6 +785,18 @@ func (e *Engine) CheckInvariants() error {
 			}
 		default:
 			return fmt.Errorf("replica invariant: skipped request %d has status %d, %d computed tokens and %d blocks", r.ID, r.status, r.numComputed, len(r.blocks))
+		}
+		for _, b := range r.blocks {
+			held[b]++
+		}
+	}
+	for r := range e.held {
+		if seen[r] {
+			return fmt.Errorf("replica invariant: held request %d also queued or running", r.ID)
+		}
+		seen[r] = true
+		if r.status != Finished || !r.HoldBlocks {
+			return fmt.Errorf("replica invariant: held request %d has status %d", r.ID, r.status)
 		}
 		for _, b := range r.blocks {
 			held[b]++

@@ -467,9 +467,10 @@ func (e *Engine) offloadLoad(r *Request, hGPU, k int, now int64) {
 	e.cpu.startLoad(r, r.hashes[hGPU/bs:(hGPU+k)/bs], now)
 }
 
-// promote is _update_waiting_for_remote_kv (B.6): the loaded blocks are
-// cached (GPU BlockStored) and count as computed, all but the last token
-// when the load covered the whole request.
+// promote is _update_waiting_for_remote_kv (B.6, A.4 step 11): the loaded
+// or read blocks are cached (GPU BlockStored) and count as computed, all
+// but the last token when they covered the whole request (always for a
+// P/D read).
 func (e *Engine) promote(r *Request) {
 	n := min(len(r.blocks)*e.cfg.BlockSize, r.NumTokens())
 	if n == r.NumTokens() {
@@ -478,8 +479,13 @@ func (e *Engine) promote(r *Request) {
 	if !e.cfg.DisablePrefixCaching {
 		e.cacheFullBlocks(r, n)
 	}
-	// The CPU tier's part of what now counts as computed.
-	r.loadTokens = n - (len(r.blocks)*e.cfg.BlockSize - r.loadTokens)
+	if r.Remote != nil {
+		// A P/D read (A.4 step 11): nothing came from the CPU tier.
+		r.loadTokens = 0
+	} else {
+		// The CPU tier's part of what now counts as computed.
+		r.loadTokens = n - (len(r.blocks)*e.cfg.BlockSize - r.loadTokens)
+	}
 	r.numComputed = n
 	r.status = Waiting
 	r.loadReady = false
@@ -527,28 +533,57 @@ func (e *Engine) offloadStore(r *Request, tokens int) {
 	e.cpu.store(r, r.hashes[:n])
 }
 
-// NextTransfer returns when the earliest CPU tier copy in flight
-// completes; ok is false when none is (or there is no CPU tier). While a
-// step is in flight its end reports the copies complete by then; an idle
-// engine needs Poll at that time.
+// NextTransfer returns when the earliest CPU tier copy or P/D read in
+// flight completes; ok is false when none is. While a step is in flight
+// its end reports the transfers complete by then; an idle engine needs
+// Poll at that time.
 func (e *Engine) NextTransfer() (at int64, ok bool) {
-	if e.cpu == nil {
-		return 0, false
+	if e.cpu != nil {
+		at, ok = e.cpu.next()
 	}
-	return e.cpu.next()
+	if e.pd != nil {
+		if t, pending := e.pd.next(); pending && (!ok || t < at) {
+			at, ok = t, true
+		}
+	}
+	return at, ok
 }
 
-// Poll applies the CPU tier copies complete at now while no step is in
-// flight, and publishes their KV events. vLLM would notice them in an idle
-// polling step; that step is folded away (pd-offload.md C.5), so a load
-// that completes while the engine is idle makes its request schedulable
-// at once. The simulator calls BeginStep next.
-func (e *Engine) Poll(now int64) {
-	if e.cpu == nil || e.inStep {
-		return
+// applyTransfers applies the transfers collected at the end of the last
+// step or by Poll: CPU tier stores and loads, P/D reads. It reports
+// whether there were any.
+func (e *Engine) applyTransfers() bool {
+	applied := false
+	if e.cpu != nil {
+		applied = e.cpu.apply()
 	}
-	e.cpu.collect(now)
-	if e.cpu.apply() {
-		e.publish(now)
+	if e.pd != nil {
+		applied = e.pd.apply() || applied
 	}
+	return applied
+}
+
+// Poll applies the CPU tier copies and P/D reads complete at now while
+// no step is in flight, and publishes their KV events. vLLM would notice
+// them in an idle polling step; that step is folded away (pd-offload.md
+// C.5), so a load or read that completes while the engine is idle makes
+// its request schedulable at once. It returns the decode legs whose read
+// completed (as StepOutput.Pulled; valid until the next Poll). The
+// simulator calls BeginStep next.
+func (e *Engine) Poll(now int64) []*Request {
+	if e.inStep {
+		return nil
+	}
+	if e.cpu != nil {
+		e.cpu.collect(now)
+		if e.cpu.apply() {
+			e.publish(now)
+		}
+	}
+	if e.pd == nil {
+		return nil
+	}
+	e.pd.polled = e.pd.collect(now, e.pd.polled[:0])
+	e.pd.apply()
+	return e.pd.polled
 }

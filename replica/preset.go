@@ -428,6 +428,22 @@ func (p *Preset) EngineConfig() (Config, error) {
 	return cfg, nil
 }
 
+// KVBlockBytesPerRank is one KV block's bytes on one tensor-parallel rank
+// of the preset's model, KV dtype and block size: what a P/D transfer moves
+// per block and rank pair (pd-offload.md A.8: 2·L·max(1, H_kv/TP)·d·s per
+// token, MLA L·(r_kv + d_rope)·s).
+func (p *Preset) KVBlockBytesPerRank() (int64, error) {
+	if p.Arch == nil {
+		return 0, fmt.Errorf("preset %s: model and GPU not resolved", p.Name)
+	}
+	e := p.Engine.withDefaults(p.Arch, &p.GPU)
+	elem, err := p.Arch.KVElementBytes(e.KVCacheDtype)
+	if err != nil {
+		return 0, fmt.Errorf("preset %s: %w", p.Name, err)
+	}
+	return p.Arch.KVBytesPerToken(elem, p.TensorParallelSize) * int64(e.BlockSize), nil
+}
+
 // Model returns the preset's step-time model, bound to its model, GPU, TP
 // and KV dtype.
 func (p *Preset) Model() (StepModel, error) {

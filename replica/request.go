@@ -10,8 +10,9 @@ const (
 	Preempted
 	Finished
 	// WaitingForRemoteKVs is a request whose prefix is being copied from
-	// the CPU tier (vLLM's WAITING_FOR_REMOTE_KVS, pd-offload.md B.6). It
-	// holds blocks, counts as waiting and is not running.
+	// the CPU tier (vLLM's WAITING_FOR_REMOTE_KVS, pd-offload.md B.6) or
+	// read from a prefill engine (A.4). It holds blocks, counts as waiting
+	// and is not running.
 	WaitingForRemoteKVs
 )
 
@@ -48,6 +49,21 @@ type Request struct {
 	NumCPUCachedTokens int
 	// Preemptions lists the times the request was preempted.
 	Preemptions []int64
+
+	// P/D disaggregation (pd-offload.md A.4–A.6, nixl.go). Remote makes the
+	// request the decode leg of a disaggregated request: its prompt's KV is
+	// read from the prefill engine Remote names instead of being computed.
+	// HoldBlocks makes it a prefill leg: when it finishes, its blocks stay
+	// allocated (delay_free_blocks, A.5) until Engine.Release.
+	Remote     *RemotePrefill
+	HoldBlocks bool
+	// Decode-leg record: the tokens the engine's own prefix cache held at
+	// admission (h_D), the blocks and bytes per rank read, and when the
+	// read started (the admission) and ended (-1: no read).
+	PullHitTokens      int
+	PulledBlocks       int
+	PullBytes          int64
+	PullStart, PullEnd int64
 
 	status          Status
 	generated       []uint32 // output tokens so far

@@ -33,6 +33,7 @@ type Aggregator struct {
 	routed                              map[int]int
 	ties                                int
 	approx, precise                     predAcc
+	pd                                  *pdAcc // nil until a record has a P/D decision
 	// Offered load: every request after warm-up that reached the EPP.
 	offered                   int
 	offeredPrompt             int64
@@ -90,8 +91,22 @@ func (a *Aggregator) Add(r *sim.Record) {
 	}
 	a.first = min(a.first, r.Arrival)
 	a.last = max(a.last, r.Completion)
-	pr := a.perReplica[r.Replica]
-	a.perReplica[r.Replica] = [2]int64{pr[0] + int64(r.CachedTokens), pr[1] + int64(r.PromptTokens)}
+	// The replica that computed the prompt (the prefill pod of a
+	// disaggregated request) owns its reuse; a disaggregated request
+	// counts as routed to both of its pods.
+	computer := r.Replica
+	if r.PD != nil {
+		if a.pd == nil {
+			a.pd = &pdAcc{reasons: map[string]int{}, perReplica: map[int]*legs{}}
+		}
+		a.pd.add(r)
+		if r.PD.Disaggregated {
+			computer = r.PD.PrefillReplica
+			a.routed[computer]++
+		}
+	}
+	pr := a.perReplica[computer]
+	a.perReplica[computer] = [2]int64{pr[0] + int64(r.CachedTokens), pr[1] + int64(r.PromptTokens)}
 	a.routed[r.Replica]++
 	if r.Tied {
 		a.ties++
@@ -172,7 +187,10 @@ type Summary struct {
 	// Prediction compares each prefix producer's belief with the truth,
 	// keyed by producer type.
 	Prediction map[string]*Prediction `json:"prediction,omitempty"`
-	Routing    struct {
+	// PD is the P/D disaggregation part (pd-offload.md A), present when
+	// the EPP's profile handler decided on disaggregation.
+	PD      *PDSummary `json:"pd,omitempty"`
+	Routing struct {
 		// PerReplica counts the completed requests after warm-up sent to
 		// each replica of the fleet, 0 included.
 		PerReplica map[string]int `json:"requests_per_replica"`
@@ -213,6 +231,10 @@ type RunConfig struct {
 	// than sourced numbers (pd-offload.md marks them "(estimate)"), with
 	// their values.
 	Estimates []string `json:"estimates,omitempty"`
+	// Warnings are facts of the inputs that make a run other than its
+	// configuration suggests (a P/D configuration on a fleet without
+	// prefill pods).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // EPPInfo is a run's EPP configuration: the effective
@@ -374,10 +396,11 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 		s.Routing.BusiestShare = float64(maxRouted) / float64(total)
 	}
 	if n := s.Routing.Replicas; n > 0 && len(a.e2e) > 0 {
-		s.Routing.Imbalance = float64(maxRouted) / (float64(len(a.e2e)) / float64(n))
+		s.Routing.Imbalance = float64(maxRouted) / (float64(total) / float64(n))
 		s.Routing.TieShare = float64(a.ties) / float64(len(a.e2e))
 	}
 	s.Cache.Offload = a.offloadSummary(res)
+	s.PD = a.pd.summary(res)
 	for _, p := range []struct {
 		name string
 		acc  *predAcc

@@ -148,6 +148,7 @@ func HeadlineRows(runs []NamedSummary) []Row {
 			}},
 		)
 	}
+	pdRows(runs, group)
 	for _, p := range producers {
 		present := false
 		for _, ns := range runs {

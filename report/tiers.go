@@ -98,7 +98,8 @@ func (a *Aggregator) offloadSummary(res *sim.Result) *OffloadCache {
 	var loadTime int64
 	for _, rr := range res.Replicas {
 		st := &rr.Stats
-		on = on || st.ExternalQueries > 0 || st.OffloadStores > 0
+		// External queries beyond the P/D reads' come from a CPU tier.
+		on = on || st.ExternalQueries > st.PulledTokens || st.OffloadStores > 0
 		o.Loads += st.OffloadLoads
 		o.LoadedBlocks += st.OffloadLoadedBlocks
 		o.StoredBlocks += st.OffloadStoredBlocks

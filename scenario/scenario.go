@@ -136,6 +136,10 @@ type Loaded struct {
 	source   string
 }
 
+// Disaggregates reports whether the configuration's profile handler can
+// send a request's prefill to a pod of its own (P/D, pd-offload.md A.2).
+func (l *Loaded) Disaggregates() bool { return sim.Disaggregates(l.Loaded.Router()) }
+
 // InputError marks a failure caused by the run's inputs (an unreadable or
 // invalid trace, config or fleet) rather than by eppsim itself.
 type InputError struct{ Err error }
@@ -211,6 +215,9 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 		s.Sim.RequestsPerWallS = float64(res.Injected) / wall
 	}
 	s.Config = runConfig(spec, l, opts, res)
+	if l.Disaggregates() {
+		pdConfig(s.Config, spec.Fleet, opts)
+	}
 	if n := ra.Skipped(); n > 0 {
 		s.Config.Workload.SkippedInvalid = n
 		for _, err := range ra.SkippedErrors()[:min(n, maxSkipExamples)] {
@@ -282,6 +289,38 @@ func estimates(fleet []sim.ReplicaSpec) []string {
 		}
 	}
 	return out
+}
+
+// pdConfig records a P/D run's parameters in its run config: the NIXL
+// read's and the sidecar's, the estimates among them (pd-offload.md C.4),
+// and a warning when no replica can take the prefill profile.
+func pdConfig(rc *report.RunConfig, fleet []sim.ReplicaSpec, opts sim.Options) {
+	pd := sim.DefaultPD()
+	if opts.PD != nil {
+		pd = *opts.PD
+	}
+	def := sim.DefaultPD()
+	rc.Environment["pd_transfer_bandwidth_gb_per_s"] = pd.TransferGBps
+	rc.Environment["pd_transfer_base_latency"] = time.Duration(pd.TransferBaseUs * 1e3).String()
+	rc.Environment["pd_handshake"] = time.Duration(pd.HandshakeMs * 1e6).String()
+	rc.Environment["pd_hop"] = time.Duration(pd.Hop).String()
+	rc.Environment["pd_response"] = time.Duration(pd.Response).String()
+	rc.Environment["pd_notify"] = time.Duration(pd.Notify).String()
+	if pd.HandshakeMs == def.HandshakeMs {
+		rc.Estimates = append(rc.Estimates, fmt.Sprintf("P/D: a decode pod's first NIXL read from a prefill pod waits for a %v handshake (pd_handshake: an estimate, pd-offload.md C.4)", time.Duration(pd.HandshakeMs*1e6)))
+	}
+	if pd.Hop == def.Hop || pd.Response == def.Response || pd.Notify == def.Notify {
+		rc.Estimates = append(rc.Estimates, fmt.Sprintf("P/D: sidecar↔prefill pod hops of %v each way, a %v prefill response and a %v notification to free the prefill pod's blocks (pd_hop, pd_response, pd_notify: estimates, pd-offload.md C.4)",
+			time.Duration(pd.Hop), time.Duration(pd.Response), time.Duration(pd.Notify)))
+	}
+	for _, r := range fleet {
+		switch r.Labels[sim.RoleLabel] {
+		case "prefill", "encode-prefill", "prefill-decode", "both", "encode-prefill-decode":
+			return
+		}
+	}
+	rc.Warnings = append(rc.Warnings, "no replica has a prefill role (llm-d.ai/role prefill, prefill-decode, both, encode-prefill or encode-prefill-decode): "+
+		"the prefill profile finds no endpoint and every request runs decode-only, as upstream does (pd-offload.md A.9); label pods in the fleet file's groups (docs/pd-offload.md)")
 }
 
 // maxSkipExamples is how many skipped trace lines a summary names.

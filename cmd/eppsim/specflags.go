@@ -57,6 +57,7 @@ type specFlags struct {
 	offloadGiB  float64
 	pcieGBps    float64
 	jobOverhead time.Duration
+	pd          pdFlags
 	upstream    []string
 
 	flags *pflag.FlagSet // to tell flags given from defaults
@@ -92,6 +93,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.offloadGiB, "kv-offloading-size", 0, "vLLM's --kv-offloading-size on every replica: GiB of CPU memory for a CPU KV tier (native OffloadingConnector: stores prompt blocks as they are computed, LRU, asynchronous loads; docs/pd-offload.md); 0 = off")
 	fl.Float64Var(&f.pcieGBps, "offload-pcie-bandwidth", 0, fmt.Sprintf("GB/s per GPU of the CPU tier's copies, each way (default %g, an estimate: PCIe Gen5 x16 pinned; Gen4 is about 22)", replica.DefaultOffloadPCIeGBps))
 	fl.DurationVar(&f.jobOverhead, "offload-job-overhead", 0, fmt.Sprintf("fixed cost of one CPU tier copy job (default %gµs, an estimate)", replica.DefaultOffloadJobOverheadUs))
+	f.pd.register(fl)
 	fl.StringArrayVar(&f.upstream, "epp-upstream", nil, "turn on a later llm-d-router behaviour in every EPP config, named after the upstream change (repeatable): "+upstreamHelp())
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
@@ -139,6 +141,8 @@ func (f *specFlags) check() error {
 		{"epp-latency", f.eppLatency, false}, {"network-latency", f.netLatency, false},
 		{"refresh-metrics-interval", f.refresh, true}, {"timeseries-interval", f.sampleEvery, true},
 		{"offload-job-overhead", f.jobOverhead, false},
+		{"pd-transfer-base-latency", f.pd.base, false}, {"pd-handshake", f.pd.handshake, false},
+		{"pd-hop", f.pd.hop, false}, {"pd-response", f.pd.response, false}, {"pd-notify", f.pd.notify, false},
 	}
 	for _, d := range durations {
 		switch {
@@ -177,6 +181,9 @@ func (f *specFlags) check() error {
 	if f.given("offload-pcie-bandwidth") && (!(f.pcieGBps > 0) || math.IsInf(f.pcieGBps, 0)) {
 		return fmt.Errorf("--offload-pcie-bandwidth %v: must be a positive number of GB/s", f.pcieGBps)
 	}
+	if f.given("pd-transfer-bandwidth") && (!(f.pd.gbps > 0) || math.IsInf(f.pd.gbps, 0)) {
+		return fmt.Errorf("--pd-transfer-bandwidth %v: must be a positive number of GB/s", f.pd.gbps)
+	}
 	if f.given("gpu-memory-utilization") && !(f.gpuMemUtil > 0 && f.gpuMemUtil <= 1) {
 		return fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1] (vLLM's fraction of GPU memory)", f.gpuMemUtil)
 	}
@@ -208,12 +215,17 @@ func upstreamHelp() string {
 
 // zeroMeaning says what 0 means for the duration flags that accept it.
 var zeroMeaning = map[string]string{
-	"duration":             "no limit",
-	"warmup":               "no warm-up",
-	"kv-event-lag":         "events delivered at once",
-	"epp-latency":          "none",
-	"network-latency":      "none",
-	"offload-job-overhead": "no fixed cost per copy",
+	"duration":                 "no limit",
+	"warmup":                   "no warm-up",
+	"kv-event-lag":             "events delivered at once",
+	"epp-latency":              "none",
+	"network-latency":          "none",
+	"offload-job-overhead":     "no fixed cost per copy",
+	"pd-transfer-base-latency": "none",
+	"pd-handshake":             "none",
+	"pd-hop":                   "none",
+	"pd-response":              "none",
+	"pd-notify":                "none",
 }
 
 // spec builds the scenario the flags describe.
@@ -235,7 +247,7 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 			Seed: f.seed, ScrapeInterval: int64(f.refresh), KVEventLag: int64(f.kvLag),
 			EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
 			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
-			SampleInterval: int64(f.sampleEvery),
+			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f),
 		},
 		Upstream: f.upstream,
 	}, nil
@@ -419,4 +431,36 @@ func (f *specFlags) workloadOptions() (workload.Options, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// pdFlags are the P/D request path's parameters (pd-offload.md A.8, C.4),
+// used when an EPP config disaggregates.
+type pdFlags struct {
+	gbps                                   float64
+	base, handshake, hop, response, notify time.Duration
+}
+
+func (p *pdFlags) register(fl *pflag.FlagSet) {
+	d := sim.DefaultPD()
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	fl.Float64Var(&p.gbps, "pd-transfer-bandwidth", d.TransferGBps, "P/D: GB/s of a decode pod's NIXL read of the prompt KV from its prefill pod, per tensor-parallel rank pair (BLIS's default)")
+	fl.DurationVar(&p.base, "pd-transfer-base-latency", ms(d.TransferBaseUs/1e3), "P/D: fixed latency of one NIXL read (BLIS's default)")
+	fl.DurationVar(&p.handshake, "pd-handshake", ms(d.HandshakeMs), "P/D: NIXL handshake on a decode pod's first read from a prefill pod (an estimate)")
+	fl.DurationVar(&p.hop, "pd-hop", time.Duration(d.Hop), "P/D: one hop between the decode pod's sidecar and the prefill pod, each way (an estimate)")
+	fl.DurationVar(&p.response, "pd-response", time.Duration(d.Response), "P/D: the prefill pod's response serialisation (an estimate)")
+	fl.DurationVar(&p.notify, "pd-notify", time.Duration(d.Notify), "P/D: the decode pod's notification that frees the prefill pod's blocks (an estimate)")
+}
+
+// options returns the P/D parameters, or nil when no flag was given (the
+// defaults).
+func (p *pdFlags) options(f *specFlags) *sim.PDOptions {
+	given := false
+	for _, n := range []string{"pd-transfer-bandwidth", "pd-transfer-base-latency", "pd-handshake", "pd-hop", "pd-response", "pd-notify"} {
+		given = given || f.given(n)
+	}
+	if !given {
+		return nil
+	}
+	return &sim.PDOptions{TransferGBps: p.gbps, TransferBaseUs: float64(p.base) / 1e3, HandshakeMs: float64(p.handshake) / 1e6,
+		Hop: int64(p.hop), Response: int64(p.response), Notify: int64(p.notify)}
 }
