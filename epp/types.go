@@ -14,6 +14,11 @@ type Metrics struct {
 	KVCacheUsagePercent float64 // vllm:kv_cache_usage_perc, 0..1
 	CacheBlockSize      int     // vllm:cache_config_info{block_size}
 	CacheNumBlocks      int     // vllm:cache_config_info{num_gpu_blocks}
+	// CacheCPUCapacityTokens is the engine's CPU offload tier in tokens
+	// (vllm:kv_offload_cpu_capacity_tokens, proposed by vLLM PR #51615 and
+	// read only by the approx-prefix-cache-producer's llm-d-router PR
+	// #2292 option; 0 = not reported).
+	CacheCPUCapacityTokens int
 	// LoRA state from vllm:lora_requests_info: adapter name -> count.
 	ActiveModels    map[string]int
 	WaitingModels   map[string]int
@@ -258,7 +263,59 @@ type ProfileResult struct {
 type Result struct {
 	PrimaryProfile string
 	Profiles       map[string]*ProfileResult
+	// PD is the prefill/decode decision of a disaggregation profile
+	// handler (pd-offload.md A.2–A.3); nil with any other handler.
+	PD *PDDecision
 }
+
+// PDDecision records how a disaggregation profile handler decided whether
+// a request's prefill runs on a separate pod (pd-offload.md A.2, A.3), and
+// what its prefill decider read. Upstream only counts the outcome
+// (llm_d_epp_pd_decision_total); eppsim keeps the inputs so that a run can
+// say why requests were or were not disaggregated.
+type PDDecision struct {
+	// Decider is the prefill decider's name ("" when none is configured).
+	Decider string
+	// Disaggregated is true when the prefill profile ran and picked an
+	// endpoint: the request carries x-prefiller-host-port.
+	Disaggregated bool
+	// Reason is one of the PDReason* values.
+	Reason string
+	// PromptTokens is the decider's T (TokenizedRequest.TokenCount(), 0
+	// without a tokenized prompt); CachedTokens is cachedBlockCount ×
+	// blockSizeTokens of the approximate producer's match on the decode
+	// pick. Both are 0 when the decider stopped before reading them.
+	PromptTokens int
+	CachedTokens int
+}
+
+// PrefillHeader is the request header a disaggregation profile handler
+// sets to the prefill pick's "ip:port" (pd-offload.md A.2): the decode
+// pod's routing sidecar runs the P/D request path when it is present.
+const PrefillHeader = "x-prefiller-host-port"
+
+// Reasons of a PDDecision.
+const (
+	// The request is disaggregated.
+	PDReasonDisaggregated = "disaggregated"
+	// Decode-only: the prefill decider approved but the prefill profile
+	// found no endpoint (its filters left none, A.9).
+	PDReasonNoPrefillEndpoint = "no-prefill-endpoint"
+	// Decode-only: the prompt's uncached part on the decode pick is below
+	// nonCachedTokens (A.3 condition 6).
+	PDReasonCached = "cached-prefix"
+	// Decode-only: the prompt is shorter than nonCachedTokens (A.3
+	// condition 4) or than promptTokens (condition 3).
+	PDReasonShortPrompt = "short-prompt"
+	// Decode-only: the decode pick has no approximate prefix match info
+	// (A.3 condition 5).
+	PDReasonNoMatchInfo = "no-match-info"
+	// Decode-only: the decider is disabled (nonCachedTokens 0, condition
+	// 1) or not simulated.
+	PDReasonDisabled = "decider-disabled"
+	// Decode-only: the configuration has no prefill profile.
+	PDReasonNoPrefillProfile = "no-prefill-profile"
+)
 
 // Target returns the routed endpoint: the primary profile's first target.
 func (r *Result) Target() *Endpoint {

@@ -23,10 +23,11 @@ var FitMetrics = Metrics
 // keep their starting values: per_output_token_us (vLLM streams outputs
 // from a process of its own, so it adds nothing a run can tell apart from
 // the step time), and the ones the shipped runs cannot identify because
-// their prefills are almost all prefix-cache hits — mfu and eta_link only
-// matter for compute-heavy steps, so they stay at their documented priors
-// (docs/latency.md) unless a user's runs include such steps.
-var DefaultFree = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu", "roofline_exponent", "all_reduce_us", "ingest_us"}
+// their prefills are almost all prefix-cache hits — eta_link only matters
+// for compute-heavy tensor-parallel steps, so it stays at its documented
+// prior (docs/latency.md) unless a user's runs include such steps.
+var DefaultFree = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu", "roofline_exponent", "all_reduce_us",
+	"ingest_us", "ingest_jitter"}
 
 // CalibrateOptions configure Calibrate.
 type CalibrateOptions struct {

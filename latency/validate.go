@@ -176,6 +176,27 @@ func (r *Report) otherSimulators() []simulatorMAPE {
 	return out
 }
 
+// SimulatorComparison is another simulator's whole-run MAPE per headline
+// metric on the runs it predicted, beside eppsim's on the same runs.
+type SimulatorComparison struct {
+	Name string
+	Runs int
+	// Theirs, Ours and OursLOMO map a metric to its MAPE; a metric is
+	// absent where there is no value (OursLOMO: without
+	// leave-one-model-out predictions).
+	Theirs, Ours, OursLOMO map[string]float64
+}
+
+// OtherSimulators compares eppsim with every other simulator whose
+// predictions the file carries, the simulators with most runs first.
+func (r *Report) OtherSimulators() []SimulatorComparison {
+	var out []SimulatorComparison
+	for _, s := range r.otherSimulators() {
+		out = append(out, SimulatorComparison{Name: s.name, Runs: s.runs, Theirs: s.theirs, Ours: s.ours, OursLOMO: s.lomo})
+	}
+	return out
+}
+
 // OverloadedCheck lists each overloaded run's measured and predicted TTFT
 // mean and whether the prediction is overloaded too: at least
 // OverloadedTTFT and within a factor of ten of the measurement.

@@ -64,7 +64,7 @@ type Coefficients struct {
 	// j·E) with E exponential of mean 1, drawn from the run's seed — the
 	// mean stays IngestUs, and j in [0, 1] sets the tail (the API server
 	// is one process whose event loop every request shares).
-	IngestJitter float64 `json:"ingest_jitter"`
+	IngestJitter float64 `json:"ingest_jitter,omitempty"`
 }
 
 // CoefficientNames lists the coefficients in the order of Vector.
@@ -168,7 +168,7 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 func LoadCalibration(path string) (Calibration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Calibration{}, fmt.Errorf("calibration: %w", err)
+		return Calibration{}, err // *PathError: names the file
 	}
 	return ParseCalibration(data, path)
 }

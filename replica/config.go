@@ -3,6 +3,7 @@ package replica
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/eppsim/eppsim/arch"
 )
@@ -43,6 +44,60 @@ type Config struct {
 	// CheckInvariants verifies pool and queue invariants after every step
 	// (debug option; tests turn it on).
 	CheckInvariants bool `json:"check_invariants"`
+	// KVOffloadingSize is vLLM's --kv-offloading-size in GiB (0: off): a
+	// CPU tier of that many bytes behind vLLM's native OffloadingConnector
+	// (pd-offload.md B.1). Offload holds what it resolves to.
+	KVOffloadingSize float64 `json:"kv_offloading_size,omitempty"`
+	// Offload is the CPU tier's resolved configuration; nil when
+	// offloading is off. The engine reads only this.
+	Offload *OffloadConfig `json:"kv_offload,omitempty"`
+	// KVTransfer, when set, lets the engine serve decode legs of P/D
+	// requests (Request.Remote): the cost of reading their KV from the
+	// prefill engine (pd-offload.md A.8). The simulator sets it when the
+	// EPP disaggregates; presets never do.
+	KVTransfer *KVTransferConfig `json:"kv_transfer,omitempty"`
+}
+
+// OffloadConfig is a replica's CPU KV tier (pd-offload.md B): its capacity
+// and the cost of a copy between GPU and CPU memory. Chunks are one GPU
+// block (B.1 default), eviction is LRU (B.5), only prompt blocks are
+// stored (offload_prompt_only, B.1) and events are placeholders (B.8).
+type OffloadConfig struct {
+	// CPUBlocks is num_cpu_chunks of B.2: the blocks the CPU tier holds.
+	CPUBlocks int `json:"num_cpu_blocks"`
+	// BlockBytesPerRank is one block's KV on one GPU of the replica: each
+	// tensor-parallel rank copies its own share over its own link, in
+	// parallel (C.3).
+	BlockBytesPerRank int64 `json:"block_bytes_per_rank"`
+	// PCIeGBps is the host-device copy bandwidth per GPU in GB/s, each way
+	// (estimate: pd-offload.md C.4 gives 45 for PCIe Gen5 x16 with pinned
+	// memory, 22 for Gen4).
+	PCIeGBps float64 `json:"pcie_gb_per_s"`
+	// JobOverheadUs is the fixed cost of one transfer job in µs (estimate:
+	// 20, C.4).
+	JobOverheadUs float64 `json:"job_overhead_us"`
+}
+
+// copyTime is the duration in ns of one transfer job of n blocks (C.3:
+// t = t_job + n·block_bytes/BW per rank, the ranks in parallel). GB/s is
+// bytes per ns.
+func (o *OffloadConfig) copyTime(n int) int64 {
+	t := o.JobOverheadUs*1e3 + float64(n)*float64(o.BlockBytesPerRank)/o.PCIeGBps
+	return max(int64(math.Round(t)), 1)
+}
+
+func (o *OffloadConfig) validate() error {
+	switch {
+	case o.CPUBlocks < 1:
+		return fmt.Errorf("kv_offload: num_cpu_blocks must be at least 1, got %d", o.CPUBlocks)
+	case o.BlockBytesPerRank <= 0:
+		return fmt.Errorf("kv_offload: block_bytes_per_rank must be positive, got %d", o.BlockBytesPerRank)
+	case !(o.PCIeGBps > 0) || math.IsInf(o.PCIeGBps, 0):
+		return fmt.Errorf("kv_offload: pcie_gb_per_s must be a positive number, got %g", o.PCIeGBps)
+	case !(o.JobOverheadUs >= 0) || math.IsInf(o.JobOverheadUs, 0):
+		return fmt.Errorf("kv_offload: job_overhead_us must be a number ≥ 0, got %g", o.JobOverheadUs)
+	}
+	return nil
 }
 
 // configJSON is Config's JSON form: DisablePrefixCaching as vLLM's
@@ -113,6 +168,14 @@ func (c *Config) validate() error {
 	case c.MaxModelLen < 0:
 		return fmt.Errorf("max_model_len must not be negative, got %d", c.MaxModelLen)
 	}
+	if c.Offload != nil {
+		if err := c.Offload.validate(); err != nil {
+			return err
+		}
+	}
+	if c.KVTransfer != nil {
+		return c.KVTransfer.validate()
+	}
 	return nil
 }
 
@@ -150,7 +213,31 @@ type EngineArgs struct {
 	// CheckInvariants verifies pool and queue invariants after every step
 	// (debugging).
 	CheckInvariants bool `json:"check_invariants,omitempty"`
+	// KVOffloadingSize is vLLM's kv_offloading_size: GiB of CPU memory
+	// (all tensor-parallel ranks together) for a CPU KV tier (pd-offload.md
+	// B.1; default: none, offloading off).
+	KVOffloadingSize float64 `json:"kv_offloading_size,omitempty"`
+	// OffloadPCIeGBps is the host-device bandwidth per GPU in GB/s that CPU
+	// tier copies run at (eppsim's, not vLLM's; default
+	// DefaultOffloadPCIeGBps, an estimate).
+	OffloadPCIeGBps float64 `json:"offload_pcie_gb_per_s,omitempty"`
+	// OffloadJobOverheadUs is the fixed cost of one CPU tier transfer job
+	// in µs (eppsim's; default DefaultOffloadJobOverheadUs, an estimate;
+	// 0 is allowed).
+	OffloadJobOverheadUs *float64 `json:"offload_job_overhead_us,omitempty"`
 }
+
+// Defaults of the CPU tier's copy cost, both marked "(estimate)" in
+// pd-offload.md C.4 (no measured source): PCIe Gen5 x16 host-device copies
+// with pinned memory at 45 GB/s per GPU (Gen4: 22), and 20 µs per transfer
+// job.
+const (
+	DefaultOffloadPCIeGBps      = 45.0
+	DefaultOffloadJobOverheadUs = 20.0
+)
+
+// offloadPageSize is the page size the CPU tier rounds a chunk up to (B.2).
+const offloadPageSize = 4096
 
 // DefaultGPUMemoryUtilization is vLLM's default gpu_memory_utilization
 // (CacheConfig, A.5).
@@ -177,8 +264,51 @@ func (e *EngineArgs) validate() error {
 		return fmt.Errorf("gpu_memory_utilization must be in (0, 1], got %g", e.GPUMemoryUtilization)
 	case e.NumGPUBlocksOverride != 0 && e.NumGPUBlocksOverride < 2:
 		return fmt.Errorf("num_gpu_blocks_override must be at least 2 (block 0 is the null block), got %d", e.NumGPUBlocksOverride)
+	case !(e.KVOffloadingSize >= 0) || math.IsInf(e.KVOffloadingSize, 0):
+		return fmt.Errorf("kv_offloading_size must be a number of GiB ≥ 0 (0: no CPU offloading), got %g", e.KVOffloadingSize)
+	case !(e.OffloadPCIeGBps >= 0) || math.IsInf(e.OffloadPCIeGBps, 0):
+		return fmt.Errorf("offload_pcie_gb_per_s must be a positive number of GB/s, got %g", e.OffloadPCIeGBps)
+	case e.OffloadJobOverheadUs != nil && (!(*e.OffloadJobOverheadUs >= 0) || math.IsInf(*e.OffloadJobOverheadUs, 0)):
+		return fmt.Errorf("offload_job_overhead_us must be a number of µs ≥ 0, got %g", *e.OffloadJobOverheadUs)
 	}
 	return nil
+}
+
+// CPUOffload sizes the CPU tier of model m at tensor-parallel degree tp
+// with KV elements of elem bytes and blocks of blockSize tokens
+// (pd-offload.md B.2, CPUOffloadingSpec):
+//
+//	num_cpu_blocks = ⌊kv_offloading_size·2^30 / roundup(block_bytes_all_ranks, 4096)⌋
+//
+// block_bytes_all_ranks is one block's KV on every rank together (the
+// per-GPU bytes × TP), or a single rank's when the layout is replicated
+// (MLA at TP > 1: one copy is kept). It returns nil when offloading is off.
+func (e *EngineArgs) CPUOffload(m *arch.Model, tp, elem, blockSize int) (*OffloadConfig, error) {
+	if e.KVOffloadingSize == 0 {
+		return nil, nil
+	}
+	rank := m.KVBytesPerToken(elem, tp) * int64(blockSize)
+	all := rank * int64(tp)
+	if m.MLA != nil {
+		all = rank
+	}
+	chunk := (all + offloadPageSize - 1) / offloadPageSize * offloadPageSize
+	o := &OffloadConfig{
+		CPUBlocks:         int(math.Floor(e.KVOffloadingSize * (1 << 30) / float64(chunk))),
+		BlockBytesPerRank: rank,
+		PCIeGBps:          DefaultOffloadPCIeGBps,
+		JobOverheadUs:     DefaultOffloadJobOverheadUs,
+	}
+	if e.OffloadPCIeGBps > 0 {
+		o.PCIeGBps = e.OffloadPCIeGBps
+	}
+	if e.OffloadJobOverheadUs != nil {
+		o.JobOverheadUs = *e.OffloadJobOverheadUs
+	}
+	if o.CPUBlocks < 1 {
+		return nil, fmt.Errorf("kv_offloading_size %g GiB holds no block of %d bytes (%d-token blocks of %s at TP%d)", e.KVOffloadingSize, chunk, blockSize, m.Name, tp)
+	}
+	return o, nil
 }
 
 // withDefaults fills the zero fields with vLLM's defaults for model m on

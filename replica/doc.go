@@ -21,6 +21,19 @@
 //   - A.8 scraped gauges: Engine.Gauges
 //   - B.1/B.3 step-time model (the roofline, bound to an arch.Model on an
 //     arch.GPU): steptime.go
+//   - CPU KV offloading (../shared/spec/pd-offload.md part B; kv_offloading_size,
+//     off by default): capacity (B.2) in config.go (EngineArgs.CPUOffload), the
+//     tier, its LRU and copy lanes in offload.go, the scheduler's lookup, load
+//     and promotion (B.4–B.6) in Engine.beginStep, CPU-medium events (B.8) in
+//     events.go, counters and gauges (B.9) in Stats and Gauges;
+//     docs/pd-offload.md
+//   - P/D disaggregation (../shared/spec/pd-offload.md part A): a prefill
+//     leg (Request.HoldBlocks) keeps its blocks after its one token until
+//     Engine.Release (A.5); a decode leg (Request.Remote) is admitted after
+//     its local hit with the rest allocated and read over NIXL (A.4 steps
+//     8–11, A.6, A.8), waits in WAITING_FOR_REMOTE_KVS like a CPU load and
+//     is promoted with N−1 tokens computed: nixl.go, Engine.beginStep;
+//     docs/pd-offload.md
 //   - KV capacity as vLLM sizes it from GPU memory (num_gpu_blocks):
 //     capacity.go, docs/latency.md "KV capacity"
 //   - presets (YAML files naming a model, a GPU, the tensor-parallel degree

@@ -19,6 +19,34 @@ type Stats struct {
 	Completed        int64
 	// Tokens computed by the engine (prefill + recompute + decode).
 	ComputedTokens int64
+
+	// CPU tier (pd-offload.md B.6, B.9; zero without offloading).
+	// ExternalQueries and ExternalHits are vllm:external_prefix_cache_*:
+	// at each admission of a request that was not preempted, the tokens
+	// beyond the GPU hit and those of them loaded from the CPU tier.
+	ExternalQueries int64
+	ExternalHits    int64
+	// Transfer jobs, blocks, bytes per rank and copy time (ns) each way
+	// (vllm:kv_offload_{store,load}_*), and chunks evicted from the tier.
+	OffloadStores       int64
+	OffloadStoredBlocks int64
+	OffloadStoreBytes   int64
+	OffloadStoreTime    int64
+	OffloadLoads        int64
+	OffloadLoadedBlocks int64
+	OffloadLoadBytes    int64
+	OffloadLoadTime     int64
+	CPUEvictions        int64
+
+	// P/D decode side (pd-offload.md A.10, vllm:nixl_*): reads from
+	// prefill engines, the prompt tokens they covered (N − h_D each,
+	// counted in ExternalQueries and ExternalHits too), the blocks and
+	// bytes per rank they moved, and their time (ns, handshake included).
+	Pulls        int64
+	PulledTokens int64
+	PulledBlocks int64
+	PullBytes    int64
+	PullTime     int64
 }
 
 // Gauges are the values a Prometheus scrape of the engine reads (A.8).
@@ -30,6 +58,15 @@ type Gauges struct {
 	NumGPUBlocks       int     // vllm:cache_config_info{num_gpu_blocks}
 	PrefixCacheQueries int64   // vllm:prefix_cache_queries_total
 	PrefixCacheHits    int64   // vllm:prefix_cache_hits_total
+	// With a CPU tier (pd-offload.md B.9):
+	ExternalPrefixCacheQueries int64   // vllm:external_prefix_cache_queries_total
+	ExternalPrefixCacheHits    int64   // vllm:external_prefix_cache_hits_total
+	KVOffloadCPUUsagePerc      float64 // vllm:kv_offload_cpu_cache_usage_perc: pinned chunks, not residency
+	// CPUCacheCapacityTokens is the CPU tier's capacity in tokens, the
+	// gauge vLLM PR #51615 (open) proposes as
+	// vllm:kv_offload_cpu_capacity_tokens; vLLM 2f41c894 exports no CPU
+	// capacity (B.9). 0 without offloading.
+	CPUCacheCapacityTokens int
 }
 
 // StepOutput reports what happened at the end of a step. The slices are
@@ -37,8 +74,13 @@ type Gauges struct {
 type StepOutput struct {
 	// FirstTokens are requests that produced their first token this step.
 	FirstTokens []*Request
-	// Finished are requests that completed this step (blocks released).
+	// Finished are requests that completed this step (blocks released,
+	// or held for the decode engine when the request is a prefill leg).
 	Finished []*Request
+	// Pulled are decode legs whose read from the prefill engine this
+	// step's end reported complete (pd-offload.md A.4 step 11); the decode
+	// side notifies the prefill engine then.
+	Pulled []*Request
 }
 
 type scheduled struct {
@@ -61,16 +103,28 @@ type Engine struct {
 	// staged are requests added while a step was in flight with async
 	// scheduling: the next step was already scheduled, so they join the
 	// waiting queue only after it begins.
-	staged  []*Request
-	running []*Request
-	batch   []scheduled
-	entries []BatchEntry
-	inStep  bool
-	out     StepOutput
-	stats   Stats
-	scratch []uint32
-	hits    []int32
-	maxLen  int
+	staged []*Request
+	// With a CPU tier (nil without): skipped is vLLM's skipped_waiting
+	// (requests loading from the CPU tier, loaded ones not yet scheduled,
+	// and those whose lookup must be retried), served before waiting
+	// (pd-offload.md B.6); stepSkipped is this step's share of it.
+	cpu *cpuTier
+	// With P/D (nil without): the decode side's reads from prefill
+	// engines, which also wait in skipped (A.4), and the finished prefill
+	// legs whose blocks are held for a read (A.5).
+	pd          *nixl
+	held        map[*Request]struct{}
+	skipped     deque
+	stepSkipped []*Request
+	running     []*Request
+	batch       []scheduled
+	entries     []BatchEntry
+	inStep      bool
+	out         StepOutput
+	stats       Stats
+	scratch     []uint32
+	hits        []int32
+	maxLen      int
 }
 
 // NewEngine returns an idle engine. model gives step durations.
@@ -84,6 +138,12 @@ func NewEngine(cfg Config, model StepModel) (*Engine, error) {
 	e := &Engine{cfg: cfg, model: model, hasher: NewBlockHasher(cfg.BlockSize, cfg.HashSeed)}
 	e.events.enabled = cfg.KVEvents
 	e.pool = NewBlockPool(cfg.NumGPUBlocks, &e.events)
+	if cfg.Offload != nil {
+		e.cpu = newCPUTier(*cfg.Offload, &e.events, &e.stats)
+	}
+	if cfg.KVTransfer != nil {
+		e.pd = newNIXL(*cfg.KVTransfer)
+	}
 	// vLLM refuses to start when max_model_len exceeds the KV capacity; a
 	// sequence longer than the capacity could never be scheduled.
 	e.maxLen = (cfg.NumGPUBlocks - 1) * cfg.BlockSize
@@ -107,8 +167,10 @@ func (e *Engine) Stats() Stats { return e.stats }
 
 // Gauges returns the current scrape values (A.8).
 func (e *Engine) Gauges() Gauges {
-	return Gauges{
-		NumRequestsWaiting: e.waiting.len() + len(e.staged),
+	g := Gauges{
+		// Requests loading from the CPU tier count as waiting
+		// (len(waiting) + len(skipped_waiting), pd-offload.md A.10).
+		NumRequestsWaiting: e.waiting.len() + len(e.staged) + e.skipped.len(),
 		NumRequestsRunning: len(e.running),
 		KVCacheUsagePerc:   e.pool.Usage(),
 		BlockSize:          e.cfg.BlockSize,
@@ -116,10 +178,18 @@ func (e *Engine) Gauges() Gauges {
 		PrefixCacheQueries: e.stats.PrefixQueries,
 		PrefixCacheHits:    e.stats.PrefixHits,
 	}
+	if e.cpu != nil {
+		g.ExternalPrefixCacheQueries, g.ExternalPrefixCacheHits = e.stats.ExternalQueries, e.stats.ExternalHits
+		g.KVOffloadCPUUsagePerc = e.cpu.usage()
+		g.CPUCacheCapacityTokens = e.cfg.Offload.CPUBlocks * e.cfg.BlockSize
+	}
+	return g
 }
 
 // Busy reports whether the engine has requests to run.
-func (e *Engine) Busy() bool { return len(e.running) > 0 || e.waiting.len() > 0 || len(e.staged) > 0 }
+func (e *Engine) Busy() bool {
+	return len(e.running) > 0 || e.waiting.len() > 0 || len(e.staged) > 0 || e.skipped.len() > 0
+}
 
 // InStep reports whether a step is in flight (BeginStep without EndStep).
 func (e *Engine) InStep() bool { return e.inStep }
@@ -140,7 +210,11 @@ func (e *Engine) Add(r *Request, now int64) error {
 	if n := len(r.Prompt) + r.OutputLen; n > e.maxLen {
 		return fmt.Errorf("request %d: %d prompt + %d output tokens exceed the engine's maximum sequence length %d", r.ID, len(r.Prompt), r.OutputLen, e.maxLen)
 	}
+	if r.Remote != nil && e.pd == nil {
+		return fmt.Errorf("request %d: a P/D decode leg needs an engine with a KV transfer configuration", r.ID)
+	}
 	r.Arrived, r.FirstScheduled, r.FirstToken, r.Completed = now, -1, -1, -1
+	r.PullStart, r.PullEnd = -1, -1
 	r.status = Waiting
 	// Alias the caller's chain; clipped so that extending it with output
 	// blocks reallocates instead of writing into the caller's array.
@@ -155,21 +229,43 @@ func (e *Engine) Add(r *Request, now int64) error {
 
 // CachedPrefixTokens returns how many tokens of prompt this engine would
 // reuse if the request were scheduled now: the longest cached block chain,
-// capped at len(prompt)-1 (A.2). It does not change any state. hashes are
-// the prompt's full-block chain from ChainHashes.
+// capped at len(prompt)-1 (A.2), continued by the CPU tier if there is one
+// (CachedPrefix). It does not change any state. hashes are the prompt's
+// full-block chain from ChainHashes.
 func (e *Engine) CachedPrefixTokens(hashes []uint64, promptLen int) int {
-	if e.cfg.DisablePrefixCaching {
-		return 0
-	}
-	maxBlocks := min((promptLen-1)/e.cfg.BlockSize, len(hashes))
-	n := 0
-	for n < maxBlocks {
-		if _, ok := e.pool.Lookup(hashes[n]); !ok {
-			break
+	gpu, cpu := e.CachedPrefix(hashes, promptLen)
+	return gpu + cpu
+}
+
+// CachedPrefix splits CachedPrefixTokens by tier: the GPU prefix cache's
+// hit (A.2), and the tokens beyond it the CPU tier holds (B.6: whole
+// blocks up to the prompt's last full one; a whole-prompt hit still
+// recomputes the last token). A chunk still being stored counts as held.
+func (e *Engine) CachedPrefix(hashes []uint64, promptLen int) (gpu, cpu int) {
+	bs := e.cfg.BlockSize
+	if !e.cfg.DisablePrefixCaching {
+		maxBlocks := min((promptLen-1)/bs, len(hashes))
+		n := 0
+		for n < maxBlocks {
+			if _, ok := e.pool.Lookup(hashes[n]); !ok {
+				break
+			}
+			n++
 		}
-		n++
+		gpu = n * bs
 	}
-	return n * e.cfg.BlockSize
+	if e.cpu == nil {
+		return gpu, 0
+	}
+	full := min(promptLen/bs, len(hashes))
+	if full*bs-gpu < bs {
+		return gpu, 0
+	}
+	total := gpu + e.cpu.run(hashes[gpu/bs:full])*bs
+	if total == promptLen {
+		total--
+	}
+	return gpu, max(total-gpu, 0)
 }
 
 // ChainHashes returns the engine-block hash chain of a token sequence (full
@@ -230,6 +326,12 @@ func (e *Engine) computedBlocks(r *Request) []int32 {
 // the hit blocks. It fails, changing nothing, when the free queue cannot
 // supply the new blocks plus the evictable hit blocks it must take.
 func (e *Engine) allocateSlots(r *Request, numNew int, hits []int32) bool {
+	return e.allocate(r, numNew, hits, true)
+}
+
+// allocate is allocateSlots; with cache false the new full blocks are not
+// registered (delay_cache_blocks: blocks a CPU load will fill, B.6).
+func (e *Engine) allocate(r *Request, numNew int, hits []int32, cache bool) bool {
 	bs := e.cfg.BlockSize
 	computed := r.numComputed + len(hits)*bs
 	need := (computed+numNew+bs-1)/bs - len(r.blocks) - len(hits)
@@ -256,7 +358,7 @@ func (e *Engine) allocateSlots(r *Request, numNew int, hits []int32) bool {
 	if need > 0 {
 		r.blocks = e.pool.GetNewBlocks(need, r.blocks)
 	}
-	if !e.cfg.DisablePrefixCaching {
+	if cache && !e.cfg.DisablePrefixCaching {
 		e.cacheFullBlocks(r, min(computed+numNew, r.NumTokens()))
 	}
 	return true
@@ -332,9 +434,24 @@ func (e *Engine) preempt(r *Request, now int64) {
 // (staged) join the waiting queue only once the next step has begun, and
 // run in the step after it. When that next step has nothing to run the
 // engine is idle, and they are scheduled at once.
+//
+// With a CPU tier the same holds for the transfers the previous step saw
+// complete (update_connector_output runs after the next schedule() with
+// async scheduling, before it without): stores become loadable and loaded
+// requests promotable only for the step after this one. Reads of P/D
+// decode legs from their prefill engines likewise (pd-offload.md A.4 step
+// 11).
 func (e *Engine) BeginStep(now int64) (dur int64, ok bool) {
+	late := false
+	if !e.cfg.AsyncScheduling {
+		e.applyTransfers()
+	}
 	dur, ok = e.beginStep(now)
-	if len(e.staged) == 0 {
+	if e.cfg.AsyncScheduling && e.applyTransfers() {
+		e.publish(now)
+		late = true
+	}
+	if len(e.staged) == 0 && !late {
 		return dur, ok
 	}
 	for _, r := range e.staged {
@@ -391,11 +508,64 @@ func (e *Engine) beginStep(now int64) (dur int64, ok bool) {
 	}
 
 	// 2. Waiting requests, FCFS, only if nothing was preempted this step.
+	// With a CPU tier, skipped_waiting comes first (pd-offload.md B.6):
+	// requests whose load has completed are promoted and scheduled like
+	// the others; those still loading, and those whose CPU lookup must
+	// wait, are skipped without blocking the queue.
 	if !preempted {
-		for e.waiting.len() > 0 && budget > 0 && len(e.running) < e.cfg.MaxNumSeqs {
-			r := e.waiting.front()
-			hits := e.computedBlocks(r)
-			numHit := len(hits) * bs
+		e.stepSkipped = e.stepSkipped[:0]
+		for (e.waiting.len() > 0 || e.skipped.len() > 0) && budget > 0 && len(e.running) < e.cfg.MaxNumSeqs {
+			q := &e.waiting
+			if e.skipped.len() > 0 {
+				q = &e.skipped
+			}
+			r := q.front()
+			if r.status == WaitingForRemoteKVs {
+				if !r.loadReady {
+					e.stepSkipped = append(e.stepSkipped, q.popFront())
+					continue
+				}
+				e.promote(r)
+			}
+			// A request with computed tokens was promoted from a load: no
+			// lookup, and its admission was recorded then.
+			lookup := r.numComputed == 0
+			var hits []int32
+			numHit := r.numComputed
+			if lookup {
+				hits = e.computedBlocks(r)
+				numHit = len(hits) * bs
+				if r.Remote != nil && r.PullStart < 0 {
+					// A P/D decode leg: the NIXL connector claims
+					// everything beyond the local hit (A.4 steps 8–9),
+					// before any CPU tier (B.7).
+					if !e.startPull(r, hits, now) {
+						break // head-of-line blocking
+					}
+					q.popFront()
+					e.stepSkipped = append(e.stepSkipped, r)
+					continue
+				}
+				if e.cpu != nil {
+					k, ok := e.offloadLookup(r, numHit)
+					if !ok {
+						e.stepSkipped = append(e.stepSkipped, q.popFront())
+						continue
+					}
+					if k > 0 {
+						// An asynchronous load: blocks for the loaded
+						// tokens, none scheduled, not running (B.6).
+						if !e.allocate(r, k, hits, false) {
+							break // head-of-line blocking
+						}
+						q.popFront()
+						e.recordAdmission(r, numHit, k)
+						e.offloadLoad(r, numHit, k, now)
+						e.stepSkipped = append(e.stepSkipped, r)
+						continue
+					}
+				}
+			}
 			n := r.NumTokens() - numHit
 			if thr > 0 {
 				n = min(n, thr)
@@ -404,36 +574,43 @@ func (e *Engine) beginStep(now int64) (dur int64, ok bool) {
 			if !e.allocateSlots(r, n, hits) {
 				break // head-of-line blocking
 			}
-			e.waiting.popFront()
+			q.popFront()
 			r.numComputed = numHit
 			if !r.scheduledOnce {
 				r.scheduledOnce = true
 				r.FirstScheduled = now
 				r.NumCachedTokens = numHit
+				r.NumCPUCachedTokens = r.loadTokens
 			}
-			// A.6: one record per admission; resumed requests separately.
-			if r.status == Preempted {
-				e.stats.PreemptedQueries += int64(r.NumTokens())
-				e.stats.PreemptedHits += int64(numHit)
-			} else {
-				e.stats.PrefixQueries += int64(r.NumTokens())
-				e.stats.PrefixHits += int64(numHit)
+			r.loadTokens = 0
+			if lookup {
+				e.recordAdmission(r, numHit, 0)
 			}
 			r.status = Running
 			e.running = append(e.running, r)
 			e.batch = append(e.batch, scheduled{r, BatchEntry{NewTokens: n, Context: numHit}})
 			budget -= n
 		}
+		if len(e.stepSkipped) > 0 {
+			// Back at the head of skipped_waiting, in the order met.
+			for i := len(e.stepSkipped) - 1; i >= 0; i-- {
+				e.skipped.pushFront(e.stepSkipped[i])
+			}
+			clear(e.stepSkipped)
+		}
+	}
+	if e.cpu != nil {
+		e.offloadStores()
 	}
 
 	// Events queued during scheduling (evictions, stores) form this step's
 	// batch, published now: vLLM takes them after schedule().
-	if evs := e.events.take(); len(evs) > 0 {
-		for _, s := range e.subs {
-			s.KVEvents(now, evs)
-		}
-	}
+	e.publish(now)
 	if len(e.batch) == 0 {
+		if e.cpu != nil {
+			// No step runs: the jobs start now (C.5, idle steps folded).
+			e.cpu.submit(now)
+		}
 		e.checkInvariants()
 		return 0, false
 	}
@@ -464,8 +641,18 @@ func (e *Engine) EndStep(now int64) *StepOutput {
 		panic("replica: EndStep without BeginStep")
 	}
 	e.inStep = false
+	if e.cpu != nil {
+		// get_finished at the end of the step, then the stores built when
+		// it was scheduled start (B.4).
+		e.cpu.collect(now)
+		e.cpu.submit(now)
+	}
 	e.out.FirstTokens = e.out.FirstTokens[:0]
 	e.out.Finished = e.out.Finished[:0]
+	e.out.Pulled = e.out.Pulled[:0]
+	if e.pd != nil {
+		e.out.Pulled = e.pd.collect(now, e.out.Pulled)
+	}
 	finished := false
 	for i := range e.batch {
 		r := e.batch[i].req
@@ -490,8 +677,20 @@ func (e *Engine) EndStep(now int64) *StepOutput {
 	if finished {
 		e.running = slices.DeleteFunc(e.running, func(r *Request) bool { return r.status == Finished })
 		for _, r := range e.out.Finished {
-			e.freeBlocks(r)
+			if r.HoldBlocks {
+				// A prefill leg: its blocks stay pinned for the decode
+				// engine's read (delay_free_blocks, A.5) until Release.
+				if e.held == nil {
+					e.held = map[*Request]struct{}{}
+				}
+				e.held[r] = struct{}{}
+			} else {
+				e.freeBlocks(r)
+			}
 			e.stats.Completed++
+			if e.cpu != nil && min(r.numComputed, len(r.Prompt))/e.cfg.BlockSize > r.offStored {
+				e.cpu.retry = append(e.cpu.retry, r) // one last try (B.4)
+			}
 		}
 	}
 	e.checkInvariants()
@@ -504,12 +703,17 @@ func (e *Engine) ResetPrefixCache(now int64) bool {
 	if !e.pool.Reset() {
 		return false
 	}
+	e.publish(now)
+	return true
+}
+
+// publish delivers the queued KV events as one batch.
+func (e *Engine) publish(now int64) {
 	if evs := e.events.take(); len(evs) > 0 {
 		for _, s := range e.subs {
 			s.KVEvents(now, evs)
 		}
 	}
-	return true
 }
 
 func (e *Engine) checkInvariants() {
@@ -561,6 +765,42 @@ func (e *Engine) CheckInvariants() error {
 		seen[r] = true
 		if len(r.blocks) != 0 || r.numComputed != 0 {
 			return fmt.Errorf("replica invariant: waiting request %d holds %d blocks", r.ID, len(r.blocks))
+		}
+	}
+	for i := range e.skipped.len() {
+		r := e.skipped.at(i)
+		if seen[r] {
+			return fmt.Errorf("replica invariant: request %d skipped twice or also elsewhere", r.ID)
+		}
+		seen[r] = true
+		switch {
+		case r.status == WaitingForRemoteKVs && r.numComputed == 0 && len(r.blocks) > 0:
+		case r.status == Waiting || r.status == Preempted:
+			if need := (r.numComputed + e.cfg.BlockSize - 1) / e.cfg.BlockSize; len(r.blocks) < need || (r.numComputed == 0 && len(r.blocks) > 0) {
+				return fmt.Errorf("replica invariant: skipped request %d computed %d tokens in %d blocks", r.ID, r.numComputed, len(r.blocks))
+			}
+		default:
+			return fmt.Errorf("replica invariant: skipped request %d has status %d, %d computed tokens and %d blocks", r.ID, r.status, r.numComputed, len(r.blocks))
+		}
+		for _, b := range r.blocks {
+			held[b]++
+		}
+	}
+	for r := range e.held {
+		if seen[r] {
+			return fmt.Errorf("replica invariant: held request %d also queued or running", r.ID)
+		}
+		seen[r] = true
+		if r.status != Finished || !r.HoldBlocks {
+			return fmt.Errorf("replica invariant: held request %d has status %d", r.ID, r.status)
+		}
+		for _, b := range r.blocks {
+			held[b]++
+		}
+	}
+	if e.cpu != nil {
+		if err := e.cpu.check(); err != nil {
+			return fmt.Errorf("replica invariant: cpu tier: %w", err)
 		}
 	}
 	for b, n := range held {

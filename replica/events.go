@@ -38,7 +38,14 @@ type Event struct {
 	// BlockHashes; only a request's first block has one, its cache salt
 	// (A.1). Nil when no block has extra keys.
 	ExtraKeys [][]string
+	// Medium is the tier: "" for the GPU prefix cache (vLLM sends "GPU";
+	// the EPP treats a missing medium as GPU) and MediumCPU for the CPU
+	// tier (pd-offload.md B.8).
+	Medium string
 }
+
+// MediumCPU is the medium of the CPU tier's events (pd-offload.md B.8).
+const MediumCPU = "CPU"
 
 // Subscriber receives the events of each engine step, in the order they
 // occurred, as one batch (vLLM publishes one KVEventBatch per step). now is
@@ -82,6 +89,24 @@ func (l *eventLog) removed(h uint64) {
 	l.removedHashes = append(l.removedHashes, h)
 	n := len(l.removedHashes)
 	l.buf = append(l.buf, Event{Kind: BlockRemoved, BlockHashes: l.removedHashes[n-1 : n : n]})
+}
+
+// cpuStored queues the placeholder BlockStored of one CPU chunk (B.8):
+// the chunk's last block hash only, no parent, no tokens, block size 0.
+func (l *eventLog) cpuStored(h uint64) {
+	if l == nil || !l.enabled {
+		return
+	}
+	l.buf = append(l.buf, Event{Kind: BlockStored, BlockHashes: []uint64{h}, Medium: MediumCPU})
+}
+
+// cpuRemoved queues one BlockRemoved for the CPU chunks one store
+// preparation evicted (B.5, B.8). hashes becomes the event's.
+func (l *eventLog) cpuRemoved(hashes []uint64) {
+	if l == nil || !l.enabled || len(hashes) == 0 {
+		return
+	}
+	l.buf = append(l.buf, Event{Kind: BlockRemoved, BlockHashes: hashes, Medium: MediumCPU})
 }
 
 func (l *eventLog) cleared() {

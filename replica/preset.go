@@ -117,6 +117,10 @@ func decodePreset(data []byte, p *Preset) error {
 		v := *p.Engine.EnablePrefixCaching
 		p.Engine.EnablePrefixCaching = &v
 	}
+	if p.Engine.OffloadJobOverheadUs != nil {
+		v := *p.Engine.OffloadJobOverheadUs
+		p.Engine.OffloadJobOverheadUs = &v
+	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	return suggest.UnknownField(dec.Decode(p), p, PresetRenames)
@@ -407,10 +411,37 @@ func (p *Preset) EngineConfig() (Config, error) {
 				p.Name, cfg.MaxModelLen, need, cfg.BlockSize, c.Blocks, p.TensorParallelSize, p.GPU.Name)
 		}
 	}
+	if e.KVOffloadingSize > 0 {
+		elem, err := p.Arch.KVElementBytes(e.KVCacheDtype)
+		if err != nil {
+			return Config{}, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		off, err := e.CPUOffload(p.Arch, p.TensorParallelSize, elem, e.BlockSize)
+		if err != nil {
+			return Config{}, fmt.Errorf("preset %s: %w", p.Name, err)
+		}
+		cfg.KVOffloadingSize, cfg.Offload = e.KVOffloadingSize, off
+	}
 	if err := cfg.validate(); err != nil {
 		return Config{}, fmt.Errorf("preset %s: %w", p.Name, err)
 	}
 	return cfg, nil
+}
+
+// KVBlockBytesPerRank is one KV block's bytes on one tensor-parallel rank
+// of the preset's model, KV dtype and block size: what a P/D transfer moves
+// per block and rank pair (pd-offload.md A.8: 2·L·max(1, H_kv/TP)·d·s per
+// token, MLA L·(r_kv + d_rope)·s).
+func (p *Preset) KVBlockBytesPerRank() (int64, error) {
+	if p.Arch == nil {
+		return 0, fmt.Errorf("preset %s: model and GPU not resolved", p.Name)
+	}
+	e := p.Engine.withDefaults(p.Arch, &p.GPU)
+	elem, err := p.Arch.KVElementBytes(e.KVCacheDtype)
+	if err != nil {
+		return 0, fmt.Errorf("preset %s: %w", p.Name, err)
+	}
+	return p.Arch.KVBytesPerToken(elem, p.TensorParallelSize) * int64(e.BlockSize), nil
 }
 
 // Model returns the preset's step-time model, bound to its model, GPU, TP

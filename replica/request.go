@@ -9,6 +9,11 @@ const (
 	Running
 	Preempted
 	Finished
+	// WaitingForRemoteKVs is a request whose prefix is being copied from
+	// the CPU tier (vLLM's WAITING_FOR_REMOTE_KVS, pd-offload.md B.6) or
+	// read from a prefill engine (A.4). It holds blocks, counts as waiting
+	// and is not running.
+	WaitingForRemoteKVs
 )
 
 // Request is one request as the engine sees it, with its per-request record.
@@ -35,10 +40,30 @@ type Request struct {
 	FirstToken     int64
 	Completed      int64
 	// NumCachedTokens is vLLM's num_cached_tokens: the prefix reused at
-	// first scheduling — the true cache hit (A.6).
+	// first scheduling — the true cache hit (A.6). With a CPU tier it
+	// includes the tokens loaded from it (pd-offload.md B.6).
 	NumCachedTokens int
+	// NumCPUCachedTokens is the part of NumCachedTokens that came from the
+	// CPU tier (0 without offloading); the rest came from the GPU prefix
+	// cache.
+	NumCPUCachedTokens int
 	// Preemptions lists the times the request was preempted.
 	Preemptions []int64
+
+	// P/D disaggregation (pd-offload.md A.4–A.6, nixl.go). Remote makes the
+	// request the decode leg of a disaggregated request: its prompt's KV is
+	// read from the prefill engine Remote names instead of being computed.
+	// HoldBlocks makes it a prefill leg: when it finishes, its blocks stay
+	// allocated (delay_free_blocks, A.5) until Engine.Release.
+	Remote     *RemotePrefill
+	HoldBlocks bool
+	// Decode-leg record: the tokens the engine's own prefix cache held at
+	// admission (h_D), the blocks and bytes per rank read, and when the
+	// read started (the admission) and ended (-1: no read).
+	PullHitTokens      int
+	PulledBlocks       int
+	PullBytes          int64
+	PullStart, PullEnd int64
 
 	status          Status
 	generated       []uint32 // output tokens so far
@@ -47,6 +72,12 @@ type Request struct {
 	numComputed     int
 	numCachedBlocks int // blocks of the table registered in the prefix cache
 	scheduledOnce   bool
+
+	// CPU tier state (pd-offload.md B.4, B.6; offload.go).
+	offStored   int  // next_stored_block_idx: blocks before it are offloaded or queued
+	offInflight int  // store and load jobs of this request not yet complete
+	loadTokens  int  // tokens being loaded from the CPU tier
+	loadReady   bool // the load has completed (finished_recving seen)
 }
 
 // Status returns the request's current state.

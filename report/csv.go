@@ -107,6 +107,50 @@ func appendRequestRow(b []byte, config string, rec *sim.Record) ([]byte, int) {
 	return b, split
 }
 
+// appendPDColumns appends rec's PDColumns (empty without a P/D part; the
+// legs' and transfer's columns empty unless the request completed
+// disaggregated) and the row's newline. names are the fleet's replica
+// names.
+func appendPDColumns(b []byte, rec *sim.Record, names []string) []byte {
+	pd := rec.PD
+	if pd == nil {
+		return append(b, ",,,,,,,,,,,,,,,\n"...)
+	}
+	b = append(b, ',')
+	b = appendBool(b, pd.Disaggregated)
+	b = append(b, ',')
+	b = appendField(b, pd.Reason)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(pd.DeciderPromptTokens), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(pd.DeciderCachedTokens), 10)
+	b = append(b, ',')
+	b = appendField(b, replicaName(names, pd.PrefillReplica))
+	done := rec.Outcome == sim.Completed
+	for _, v := range []struct {
+		ns   int64
+		show bool
+	}{
+		{pd.PrefillQueue, done && pd.Disaggregated}, {pd.PrefillTime, done && pd.Disaggregated},
+		{pd.DecodeQueue, done}, {pd.TransferTime, done && pd.Disaggregated}, {pd.PullWait, done && pd.Disaggregated},
+		{pd.DecodeTime, done},
+	} {
+		b = append(b, ',')
+		if v.show {
+			b = appendMillis(b, v.ns)
+		}
+	}
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(pd.PulledBlocks), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, pd.TransferBytes, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(pd.DecodeHitTokens), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(pd.DecodeRoutedTokens), 10)
+	return append(b, '\n')
+}
+
 // appendSampleRow appends s's timeseries.csv row without its replica
 // column (split as in appendRequestRow). dh and dq are the hits and
 // queries since the replica's previous sample; hit_ratio is empty when dq

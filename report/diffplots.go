@@ -337,9 +337,22 @@ func verdictColor(v Verdict) color.Color {
 // fraction in [0, 1]), "requests", ... ("" when unknown).
 func MetricUnit(path string) string {
 	leaf := path[strings.LastIndexByte(path, '.')+1:]
+	if strings.HasPrefix(path, "pd.") {
+		if u := pdUnit(path, leaf); u != "" {
+			return u
+		}
+	}
 	switch {
-	case strings.HasPrefix(path, "latency_ms."):
+	case strings.HasPrefix(path, "latency_ms.") || strings.HasSuffix(leaf, "_ms"):
 		return "ms"
+	case leaf == "cpu_hit_requests":
+		return "requests"
+	case leaf == "cpu_loads":
+		return "loads"
+	case leaf == "cpu_loaded_blocks" || leaf == "cpu_stored_blocks" || leaf == "cpu_evictions":
+		return "blocks"
+	case strings.Contains(path, ".by_tier.") && strings.HasSuffix(leaf, "_tokens"):
+		return "tokens"
 	case leaf == "requests_per_s" || leaf == "requests_per_wall_s":
 		return "req/s"
 	case strings.HasSuffix(leaf, "tokens_per_s"):
@@ -365,6 +378,29 @@ func MetricUnit(path string) string {
 		return "blocks"
 	case leaf == "preemptions" || leaf == "events":
 		return leaf
+	}
+	return ""
+}
+
+// pdUnit is the unit of a P/D summary path ("" to fall back on the
+// general rules).
+func pdUnit(path, leaf string) string {
+	switch {
+	case strings.Contains(path, "_ms."):
+		return "ms"
+	case strings.Contains(path, ".mib_per_rank."):
+		return "MiB"
+	case leaf == "total_gib_per_rank":
+		return "GiB"
+	case strings.Contains(path, ".pulled_blocks."):
+		return "blocks"
+	case strings.HasPrefix(path, "pd.decider."):
+		return "tokens"
+	case leaf == "requests" || leaf == "disaggregated" || strings.HasPrefix(path, "pd.reasons.") ||
+		leaf == "prefill_legs" || leaf == "decode_legs" || leaf == "mean_waiting" || leaf == "mean_running":
+		return "requests"
+	case leaf == "mean_kv_usage" || leaf == "peak_kv_usage":
+		return "share"
 	}
 	return ""
 }

@@ -36,6 +36,11 @@ func Findings(runs []NamedSummary) []string {
 		}
 	}
 	for _, r := range rs {
+		if s := pdSentence(r); s != "" {
+			out = append(out, s)
+		}
+	}
+	for _, r := range rs {
 		out = append(out, ladderSentence(r))
 		if s := queueEffectSentence(r); s != "" {
 			out = append(out, s)
@@ -250,6 +255,33 @@ func predictionSentence(name, producer string, p *Prediction) string {
 	}
 	if c, share, ok := topCause(p.UnderByCause); ok && p.UnderPredictedTokens >= underWorthSaying {
 		s += "; " + pct(share) + " of the under-prediction: " + underCauseText[c]
+	}
+	return s + "."
+}
+
+// pdSentence summarises a P/D run (pd-offload.md A): how many requests
+// were disaggregated and why not the others, what a KV read cost, and the
+// legs' p50 in the prefill and decode pools. Nothing without P/D.
+func pdSentence(r NamedSummary) string {
+	pd := r.Summary.PD
+	if pd == nil {
+		return ""
+	}
+	s := r.Name + " disaggregates " + pct(pd.DisaggregatedShare) + " of requests"
+	if pd.Disaggregated < pd.Requests {
+		s += " (decode-only: " + reasonCells(pd) + ")"
+	}
+	if pd.Disaggregated > 0 {
+		s += "; a KV read moves " + ff(pd.Transfer.MiBPerRank.P50, 0) + " MiB per rank in " + ff(pd.Transfer.TimeMs.P50, 1) +
+			" ms (p50), and the decode pods already held " + pct(pd.Transfer.DecodeHitShare) + " of those prompts"
+	}
+	if p := pd.Pools["prefill"]; p != nil && p.PrefillLegs > 0 {
+		s += "; prefill legs wait " + ff(p.QueueMs.P50, 1) + " ms and take " + ff(p.PrefillLegMs.P50, 1) + " ms (p50) on " +
+			strconv.Itoa(p.Replicas) + " prefill pods at " + pct(p.MeanKVUsage) + " mean KV usage"
+	}
+	if d := pd.Pools["decode"]; d != nil && d.DecodeLegs > 0 {
+		s += "; decode legs reach their first token in " + ff(d.DecodeLegMs.P50, 1) + " ms (p50) on " + strconv.Itoa(d.Replicas) +
+			" decode pods (load imbalance " + ff(d.LoadImbalance, 2) + ")"
 	}
 	return s + "."
 }

@@ -395,6 +395,11 @@ func (r *runData) allNotes() []string {
 				notes = append(notes, n)
 			}
 		}
+		for _, n := range r.sum.Config.Estimates {
+			if n = "estimate: " + n; !slices.Contains(notes, n) {
+				notes = append(notes, n)
+			}
+		}
 	}
 	return notes
 }

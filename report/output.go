@@ -26,6 +26,10 @@ type Meta struct {
 	Seed           uint64
 	Fleet          string
 	Command        string
+	// PD adds the P/D columns (PDColumns) to requests.csv: set it when a
+	// config of the run set can disaggregate, so that other runs' files
+	// keep their columns.
+	PD bool
 }
 
 // File names written by Output.Close.
@@ -58,6 +62,10 @@ const (
 		"oracle_cached_tokens,routed_cached_tokens,infinite_cached_tokens,predicted_fraction,predicted_precise_fraction,ttft_ms,e2e_ms,queue_ms," +
 		"preemptions,tied,outcome,reason,warmup"
 	TimeseriesHeader = "config,time_s,replica,waiting,running,kv_usage,hit_ratio"
+	// PDColumns follow RequestsHeader's when the run set has a P/D
+	// configuration (Meta.PD): the record's PD part (sim.PDRecord).
+	PDColumns = "disaggregated,pd_reason,decider_prompt_tokens,decider_cached_tokens,prefill_replica,prefill_queue_ms,prefill_ms," +
+		"decode_queue_ms,transfer_ms,pull_wait_ms,decode_ms,pulled_blocks,transfer_bytes,decode_hit_tokens,decode_routed_cached_tokens"
 )
 
 // maxScatter bounds the predicted-vs-true points kept per config.
@@ -173,7 +181,11 @@ func NewOutput(dir string, meta Meta) (*Output, error) {
 	}
 	o := &Output{dir: dir, meta: meta, DPI: 150, names: map[string]bool{}, created: errors.Is(statErr, fs.ErrNotExist)}
 	var err error
-	if o.req, err = newTempCSV(dir, RequestsFile, RequestsHeader); err != nil {
+	header := RequestsHeader
+	if meta.PD {
+		header += "," + PDColumns
+	}
+	if o.req, err = newTempCSV(dir, RequestsFile, header); err != nil {
 		return nil, err
 	}
 	if o.ts, err = newTempCSV(dir, TimeseriesFile, TimeseriesHeader); err != nil {
@@ -288,6 +300,9 @@ func (w *RunWriter) AddRecord(rec *sim.Record) {
 		return
 	}
 	b, split := appendRequestRow(r.buf[:0], r.name, rec)
+	if o.meta.PD {
+		b = appendPDColumns(b[:len(b)-1], rec, r.replicas)
+	}
 	r.buf = b
 	if r.reqSpool != nil {
 		r.reqSpool.put(b[:split], rec.Replica, b[split:])

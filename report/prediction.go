@@ -46,6 +46,9 @@ type Prediction struct {
 	// tokens by cause; shares summing to 1, absent when there is none.
 	OverByCause  map[string]float64 `json:"over_predicted_by_cause,omitempty"`
 	UnderByCause map[string]float64 `json:"under_predicted_by_cause,omitempty"`
+	// ByTier compares the prediction with the true reuse per KV tier when
+	// replicas have a CPU tier; absent otherwise.
+	ByTier *TierPrediction `json:"by_tier,omitempty"`
 }
 
 // CalibrationBucket is one predicted-fraction bucket [Lo, Hi).
@@ -90,6 +93,7 @@ type predAcc struct {
 	predTok, overTok, underTok float64
 	trueTok                    int64
 	overCause, underCause      map[string]float64
+	tiers                      tierAcc
 }
 
 // add accounts one routed request. With P the predicted tokens (fraction ×
@@ -111,6 +115,7 @@ func (p *predAcc) add(r *sim.Record, pred float64, blocks int) {
 	prompt := float64(r.PromptTokens)
 	truth := float64(r.CachedTokens) / prompt
 	p.n++
+	p.tiers.add(r, pred)
 	p.predSum += pred
 	p.trueSum += truth
 	p.absErr += math.Abs(pred - truth)

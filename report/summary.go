@@ -25,12 +25,15 @@ type Aggregator struct {
 	outputTokens               int64
 	// The ladder's rungs and the queue effect, Σ tokens.
 	cached, oracle, routedTok, infinite int64
+	cpuCached                           int64 // of cached, loaded from CPU tiers
+	cpuHits                             int   // requests with a CPU tier hit
 	queueGained, queueLost              int64
 	first, last                         int64
 	perReplica                          map[int][2]int64 // replica -> {cached, prompt}
 	routed                              map[int]int
 	ties                                int
 	approx, precise                     predAcc
+	pd                                  *pdAcc // nil until a record has a P/D decision
 	// Offered load: every request after warm-up that reached the EPP.
 	offered                   int
 	offeredPrompt             int64
@@ -74,6 +77,10 @@ func (a *Aggregator) Add(r *sim.Record) {
 	a.promptTokens += int64(r.PromptTokens)
 	a.outputTokens += int64(r.OutputTokens)
 	a.cached += int64(r.CachedTokens)
+	a.cpuCached += int64(r.CPUCachedTokens)
+	if r.CPUCachedTokens > 0 {
+		a.cpuHits++
+	}
 	a.oracle += int64(r.OracleCachedTokens)
 	a.routedTok += int64(r.RoutedCachedTokens)
 	a.infinite += int64(r.InfiniteCachedTokens)
@@ -84,8 +91,22 @@ func (a *Aggregator) Add(r *sim.Record) {
 	}
 	a.first = min(a.first, r.Arrival)
 	a.last = max(a.last, r.Completion)
-	pr := a.perReplica[r.Replica]
-	a.perReplica[r.Replica] = [2]int64{pr[0] + int64(r.CachedTokens), pr[1] + int64(r.PromptTokens)}
+	// The replica that computed the prompt (the prefill pod of a
+	// disaggregated request) owns its reuse; a disaggregated request
+	// counts as routed to both of its pods.
+	computer := r.Replica
+	if r.PD != nil {
+		if a.pd == nil {
+			a.pd = &pdAcc{reasons: map[string]int{}, perReplica: map[int]*legs{}}
+		}
+		a.pd.add(r)
+		if r.PD.Disaggregated {
+			computer = r.PD.PrefillReplica
+			a.routed[computer]++
+		}
+	}
+	pr := a.perReplica[computer]
+	a.perReplica[computer] = [2]int64{pr[0] + int64(r.CachedTokens), pr[1] + int64(r.PromptTokens)}
 	a.routed[r.Replica]++
 	if r.Tied {
 		a.ties++
@@ -159,11 +180,17 @@ type Summary struct {
 		PerReplica        map[string]float64 `json:"per_replica_hit_ratio"`
 		Evictions         int64              `json:"evictions"`
 		Preemptions       int64              `json:"preemptions"`
+		// Offload splits the true hits by tier when replicas have a CPU
+		// tier (--kv-offloading-size); absent otherwise.
+		Offload *OffloadCache `json:"offload,omitempty"`
 	} `json:"cache"`
 	// Prediction compares each prefix producer's belief with the truth,
 	// keyed by producer type.
 	Prediction map[string]*Prediction `json:"prediction,omitempty"`
-	Routing    struct {
+	// PD is the P/D disaggregation part (pd-offload.md A), present when
+	// the EPP's profile handler decided on disaggregation.
+	PD      *PDSummary `json:"pd,omitempty"`
+	Routing struct {
 		// PerReplica counts the completed requests after warm-up sent to
 		// each replica of the fleet, 0 included.
 		PerReplica map[string]int `json:"requests_per_replica"`
@@ -200,6 +227,14 @@ type RunConfig struct {
 	// EPP is the effective EndpointPickerConfig after defaults.
 	EPP          *EPPInfo `json:"epp"`
 	NotSimulated []string `json:"not_simulated,omitempty"`
+	// Estimates names the parameters of the run that are estimates rather
+	// than sourced numbers (pd-offload.md marks them "(estimate)"), with
+	// their values.
+	Estimates []string `json:"estimates,omitempty"`
+	// Warnings are facts of the inputs that make a run other than its
+	// configuration suggests (a P/D configuration on a fleet without
+	// prefill pods).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // EPPInfo is a run's EPP configuration: the effective
@@ -222,6 +257,9 @@ type EPPInfo struct {
 	Producers []string `json:"producers"`
 	// FeatureGates lists the gates that are on.
 	FeatureGates []string `json:"feature_gates_on,omitempty"`
+	// Upstream lists the later llm-d-router behaviours the run turned on
+	// (scenario.UpstreamOptions, e.g. pr2292).
+	Upstream []string `json:"upstream_options,omitempty"`
 }
 
 // EPPProfile is one scheduling profile of an EPPInfo.
@@ -358,14 +396,19 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 		s.Routing.BusiestShare = float64(maxRouted) / float64(total)
 	}
 	if n := s.Routing.Replicas; n > 0 && len(a.e2e) > 0 {
-		s.Routing.Imbalance = float64(maxRouted) / (float64(len(a.e2e)) / float64(n))
+		s.Routing.Imbalance = float64(maxRouted) / (float64(total) / float64(n))
 		s.Routing.TieShare = float64(a.ties) / float64(len(a.e2e))
 	}
+	s.Cache.Offload = a.offloadSummary(res)
+	s.PD = a.pd.summary(res)
 	for _, p := range []struct {
 		name string
 		acc  *predAcc
 	}{{"approx-prefix-cache-producer", &a.approx}, {"precise-prefix-cache-producer", &a.precise}} {
 		if pr := p.acc.summary(); pr != nil {
+			if s.Cache.Offload != nil {
+				pr.ByTier = p.acc.tiers.summary()
+			}
 			if s.Prediction == nil {
 				s.Prediction = map[string]*Prediction{}
 			}

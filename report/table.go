@@ -121,6 +121,34 @@ func HeadlineRows(runs []NamedSummary) []Row {
 		rowDef{"regret: oracle − routed (M tokens)", func(s *Summary) string { return MTokens(s.Cache.RegretTokens) }},
 		rowDef{"queue effect: true − routed (M tokens)", func(s *Summary) string { return MTokens(s.Cache.QueueEffectTokens) }},
 	)
+	offload := false
+	for _, ns := range runs {
+		offload = offload || (ns.Summary != nil && ns.Summary.Cache.Offload != nil)
+	}
+	if offload {
+		// Only with a CPU tier (--kv-offloading-size): the true hits by
+		// tier and the approximate producer's share of CPU-tier hits it
+		// did not predict (llm-d-router #1650).
+		tier := func(f func(*OffloadCache) string) func(*Summary) string {
+			return func(s *Summary) string {
+				if o := s.Cache.Offload; o != nil {
+					return f(o)
+				}
+				return dash
+			}
+		}
+		group("KV tiers (share of prompt tokens)",
+			rowDef{"true hits from GPU", tier(func(o *OffloadCache) string { return ff(o.GPUHitRatio, 3) })},
+			rowDef{"true hits from CPU", tier(func(o *OffloadCache) string { return ff(o.CPUHitRatio, 3) })},
+			rowDef{"CPU-tier hits the approx producer missed", func(s *Summary) string {
+				if p := s.Prediction[approxProducer]; p != nil && p.ByTier != nil && p.ByTier.CPU.TrueTokens > 0 {
+					return ff(p.ByTier.CPU.UnderpredictedShare, 3)
+				}
+				return dash
+			}},
+		)
+	}
+	pdRows(runs, group)
 	for _, p := range producers {
 		present := false
 		for _, ns := range runs {

@@ -12,6 +12,8 @@ package scenario
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +21,8 @@ import (
 
 	"github.com/eppsim/eppsim/epp/config"
 	"github.com/eppsim/eppsim/epp/plugins"
+	"github.com/eppsim/eppsim/epp/producer"
+	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/report"
 	"github.com/eppsim/eppsim/sim"
 	"github.com/eppsim/eppsim/workload"
@@ -39,6 +43,35 @@ type Spec struct {
 	// Env holds the seed, EPP environment and limits; its hooks are ignored
 	// (use Hooks).
 	Env sim.Options
+	// Upstream names later llm-d-router behaviours to turn on in every EPP
+	// configuration of the run (UpstreamOptions); none by default (the EPP
+	// at ebab687).
+	Upstream []string
+}
+
+// UpstreamOptions are the later llm-d-router behaviours Spec.Upstream can
+// turn on, named after the upstream change, with what each does.
+var UpstreamOptions = map[string]string{
+	producer.UpstreamPR2292: "approx-prefix-cache-producer: size each pod's LRU to max(GPU, CPU offload) cache capacity (llm-d-router PR #2292 for issue #1650; the simulated replicas report their CPU tier's capacity as vLLM PR #51615 proposes)",
+}
+
+// applyUpstream turns the named upstream behaviours on in l's plugins.
+func applyUpstream(l *config.Loaded, names []string) error {
+	for _, n := range names {
+		if _, ok := UpstreamOptions[n]; !ok {
+			known := slices.Sorted(maps.Keys(UpstreamOptions))
+			return fmt.Errorf("unknown upstream option %q (have %s)", n, strings.Join(known, ", "))
+		}
+	}
+	if !slices.Contains(names, producer.UpstreamPR2292) {
+		return nil
+	}
+	for _, p := range l.Plugins {
+		if a, ok := p.Plugin.(*producer.ApproxPrefix); ok {
+			a.SetOffloadLRU(true)
+		}
+	}
+	return nil
 }
 
 // EPP names an EPP configuration: a file, "default" (the EPP's built-in
@@ -106,6 +139,10 @@ type Loaded struct {
 	source   string
 }
 
+// Disaggregates reports whether the configuration's profile handler can
+// send a request's prefill to a pod of its own (P/D, pd-offload.md A.2).
+func (l *Loaded) Disaggregates() bool { return sim.Disaggregates(l.Loaded.Router()) }
+
 // InputError marks a failure caused by the run's inputs (an unreadable or
 // invalid trace, config or fleet) rather than by eppsim itself.
 type InputError struct{ Err error }
@@ -163,6 +200,9 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 	if err != nil {
 		return nil, &InputError{err}
 	}
+	if err := applyUpstream(l.Loaded, spec.Upstream); err != nil {
+		return nil, &InputError{err}
+	}
 	router, err := l.router()
 	if err != nil {
 		return nil, err
@@ -204,6 +244,9 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 		s.Sim.RequestsPerWallS = float64(res.Injected) / wall
 	}
 	s.Config = runConfig(spec, l, opts, res)
+	if l.Disaggregates() {
+		pdConfig(s.Config, spec.Fleet, opts)
+	}
 	if n := rd.Skipped(); n > 0 {
 		s.Config.Workload.SkippedInvalid = n
 		for _, err := range rd.SkippedErrors()[:min(n, maxSkipExamples)] {
@@ -227,6 +270,9 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 		},
 		EPP: eppInfo(l.Loaded),
 	}
+	if len(spec.Upstream) > 0 {
+		rc.EPP.Upstream = slices.Clone(spec.Upstream)
+	}
 	if opts.Duration > 0 {
 		rc.Workload.Duration = time.Duration(opts.Duration).String()
 	}
@@ -243,7 +289,67 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 	for _, ns := range l.NotSimulated {
 		rc.NotSimulated = append(rc.NotSimulated, ns.String())
 	}
+	rc.Estimates = estimates(spec.Fleet)
 	return rc
+}
+
+// estimates lists the fleet's parameters that are estimates with no
+// source (pd-offload.md C.4): the CPU tier's copy bandwidth and per-job
+// cost, when a replica with offloading uses eppsim's defaults for them.
+func estimates(fleet []sim.ReplicaSpec) []string {
+	var out []string
+	for _, r := range fleet {
+		e := &r.Preset.Engine
+		if e.KVOffloadingSize <= 0 {
+			continue
+		}
+		var n string
+		if e.OffloadPCIeGBps == 0 {
+			n = fmt.Sprintf("CPU offload copies at %g GB/s per GPU (offload_pcie_gb_per_s, PCIe Gen5 x16 pinned: an estimate, pd-offload.md C.4)", replica.DefaultOffloadPCIeGBps)
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+		if e.OffloadJobOverheadUs == nil {
+			n = fmt.Sprintf("CPU offload copy jobs cost %g µs each on top (offload_job_overhead_us: an estimate, pd-offload.md C.4)", replica.DefaultOffloadJobOverheadUs)
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// pdConfig records a P/D run's parameters in its run config: the NIXL
+// read's and the sidecar's, the estimates among them (pd-offload.md C.4),
+// and a warning when no replica can take the prefill profile.
+func pdConfig(rc *report.RunConfig, fleet []sim.ReplicaSpec, opts sim.Options) {
+	pd := sim.DefaultPD()
+	if opts.PD != nil {
+		pd = *opts.PD
+	}
+	def := sim.DefaultPD()
+	rc.Environment["pd_transfer_bandwidth_gb_per_s"] = pd.TransferGBps
+	rc.Environment["pd_transfer_base_latency"] = time.Duration(pd.TransferBaseUs * 1e3).String()
+	rc.Environment["pd_handshake"] = time.Duration(pd.HandshakeMs * 1e6).String()
+	rc.Environment["pd_hop"] = time.Duration(pd.Hop).String()
+	rc.Environment["pd_response"] = time.Duration(pd.Response).String()
+	rc.Environment["pd_notify"] = time.Duration(pd.Notify).String()
+	if pd.HandshakeMs == def.HandshakeMs {
+		rc.Estimates = append(rc.Estimates, fmt.Sprintf("P/D: a decode pod's first NIXL read from a prefill pod waits for a %v handshake (pd_handshake: an estimate, pd-offload.md C.4)", time.Duration(pd.HandshakeMs*1e6)))
+	}
+	if pd.Hop == def.Hop || pd.Response == def.Response || pd.Notify == def.Notify {
+		rc.Estimates = append(rc.Estimates, fmt.Sprintf("P/D: sidecar↔prefill pod hops of %v each way, a %v prefill response and a %v notification to free the prefill pod's blocks (pd_hop, pd_response, pd_notify: estimates, pd-offload.md C.4)",
+			time.Duration(pd.Hop), time.Duration(pd.Response), time.Duration(pd.Notify)))
+	}
+	for _, r := range fleet {
+		switch r.Labels[sim.RoleLabel] {
+		case "prefill", "encode-prefill", "prefill-decode", "both", "encode-prefill-decode":
+			return
+		}
+	}
+	rc.Warnings = append(rc.Warnings, "no replica has a prefill role (llm-d.ai/role prefill, prefill-decode, both, encode-prefill or encode-prefill-decode): "+
+		"the prefill profile finds no endpoint and every request runs decode-only, as upstream does (pd-offload.md A.9); label pods in the fleet file's groups (docs/pd-offload.md)")
 }
 
 // maxSkipExamples is how many skipped trace lines a summary names.

@@ -3,11 +3,13 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,6 +80,13 @@ var fleetRenames = map[string]string{
 	"tensorParallelSize": "tensor_parallel_size",
 	"modelConfig":        "model",
 }
+
+// Roles are the values of the llm-d.ai/role label (pd-offload.md A.1;
+// llm-d-router filter/bylabel/roles.go): decode-filter keeps decode,
+// prefill-decode, both and encode-prefill-decode pods and pods without the
+// label; prefill-filter keeps prefill, encode-prefill, prefill-decode, both
+// and encode-prefill-decode pods.
+var Roles = []string{"decode", "prefill", "encode", "prefill-decode", "encode-prefill", "encode-prefill-decode", "both"}
 
 // maxReplicas bounds a fleet's size (addresses are 10.0.x.y).
 const maxReplicas = 10000
@@ -197,6 +206,13 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 		}
 		if _, err := p.EngineConfig(); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if role, ok := g.Labels[RoleLabel]; ok && !slices.Contains(Roles, role) {
+			msg := fmt.Sprintf("%s: labels: %s %q is not one of llm-d's roles (%s)", where, RoleLabel, role, strings.Join(Roles, ", "))
+			if c := suggest.Closest(role, Roles, 3); c != "" {
+				msg += fmt.Sprintf("; did you mean %q?", c)
+			}
+			return nil, errors.New(msg)
 		}
 		prefix := g.Name
 		if prefix == "" {

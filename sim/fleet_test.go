@@ -128,6 +128,10 @@ func TestParseFleetErrors(t *testing.T) {
 		{"groups:\n- {count: 1, model: meta-llama/Llama-3.1-70B-Instruct, gpu: L40S}\n", "does not fit on 1×L40S"},
 		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, gpu_overrides: {memory_gb: -1, device_memory_mib: 0}}\n", "memory_gb: must be > 0"},
 		{"gpu_catalogue: missing.yaml\ngroups:\n- {count: 1, preset: llama-3.1-8b-h100}\n", "fleet.yaml: gpu_catalogue:"},
+		// A misspelt role would silently leave the pod out of both the
+		// prefill and the decode profile.
+		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, labels: {llm-d.ai/role: prefil}}\n",
+			`fleet.yaml: groups[0]: labels: llm-d.ai/role "prefil" is not one of llm-d's roles (decode, prefill, encode, prefill-decode, encode-prefill, encode-prefill-decode, both); did you mean "prefill"?`},
 	}
 	for _, tc := range tests {
 		_, err := ParseFleet([]byte(tc.src), "fleet.yaml")

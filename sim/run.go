@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eppsim/eppsim/epp"
@@ -50,6 +52,59 @@ type Options struct {
 	// each multiple of it while the run is active (for time series).
 	SampleInterval int64
 	OnSample       func(*Sample)
+	// PD are the parameters of the P/D request path (pd-offload.md A.4,
+	// A.8, C.4), used when the EPP's profile handler disaggregates; nil
+	// means DefaultPD().
+	PD *PDOptions
+}
+
+// PDOptions are the costs of the P/D request path outside the engines
+// (pd-offload.md A.4, A.8, C.4). Zero is a valid value for every delay
+// (C.5: sensitivity runs).
+type PDOptions struct {
+	// TransferGBps, TransferBaseUs and HandshakeMs are the NIXL read's
+	// bandwidth per rank pair, fixed latency and first-contact handshake
+	// (replica.KVTransferConfig).
+	TransferGBps   float64
+	TransferBaseUs float64
+	HandshakeMs    float64
+	// Hop is one sidecar↔prefill pod hop (ns): the prefill leg's way
+	// there and its response's way back. Response is the prefill pod's
+	// response serialisation; Notify the decode side's notification that
+	// frees the prefill pod's blocks.
+	Hop, Response, Notify int64
+}
+
+// Defaults of the P/D request path's delays (pd-offload.md C.4, all
+// estimates).
+const (
+	DefaultPDHop      = int64(time.Millisecond)
+	DefaultPDResponse = int64(time.Millisecond)
+	DefaultPDNotify   = int64(time.Millisecond)
+)
+
+// DefaultPD returns the P/D parameters of pd-offload.md C.4: BLIS's NIXL
+// bandwidth (25 GB/s) and base latency (0.05 ms), and the estimated 20 ms
+// handshake, 1 ms hops, 1 ms response and 1 ms notification.
+func DefaultPD() PDOptions {
+	return PDOptions{TransferGBps: replica.DefaultPDTransferGBps, TransferBaseUs: replica.DefaultPDTransferBaseUs,
+		HandshakeMs: replica.DefaultPDHandshakeMs, Hop: DefaultPDHop, Response: DefaultPDResponse, Notify: DefaultPDNotify}
+}
+
+// Validate checks the parameters' ranges.
+func (p *PDOptions) Validate() error {
+	switch {
+	case !(p.TransferGBps > 0) || math.IsInf(p.TransferGBps, 0):
+		return fmt.Errorf("P/D transfer bandwidth must be a positive number of GB/s, got %g", p.TransferGBps)
+	case !(p.TransferBaseUs >= 0) || math.IsInf(p.TransferBaseUs, 0):
+		return fmt.Errorf("P/D transfer base latency must be a number of µs ≥ 0, got %g", p.TransferBaseUs)
+	case !(p.HandshakeMs >= 0) || math.IsInf(p.HandshakeMs, 0):
+		return fmt.Errorf("P/D handshake must be a number of ms ≥ 0, got %g", p.HandshakeMs)
+	case p.Hop < 0 || p.Response < 0 || p.Notify < 0:
+		return fmt.Errorf("P/D hop, response and notification delays must not be negative (got %v, %v, %v)",
+			time.Duration(p.Hop), time.Duration(p.Response), time.Duration(p.Notify))
+	}
+	return nil
 }
 
 // Sample is one replica's state at one instant.
@@ -87,6 +142,9 @@ type Record struct {
 	// CachedTokens is the true reuse on the chosen replica
 	// (num_cached_tokens at first scheduling).
 	CachedTokens int
+	// CPUCachedTokens is the part of CachedTokens loaded from the
+	// replica's CPU tier (pd-offload.md B.6); 0 without offloading.
+	CPUCachedTokens int
 	// OracleCachedTokens is the largest cached prefix over every replica of
 	// the fleet at routing time (lag-free), measured at the same instant
 	// as RoutedCachedTokens, so OracleCachedTokens >= RoutedCachedTokens
@@ -127,6 +185,52 @@ type Record struct {
 	Outcome          Outcome
 	Reason           string
 	Warmup           bool
+	// PD is the P/D part of the record, present when the EPP's profile
+	// handler decided on disaggregation for the request (pd-offload.md
+	// A). For a disaggregated request the prefill pod computed the
+	// prompt, so CachedTokens, CPUCachedTokens, RoutedCachedTokens and the
+	// predictions refer to it; Replica is the decode pod (the EPP's
+	// primary target), TTFT and E2E are what the client sees, and Queue
+	// is the prefill leg's queue plus the decode leg's.
+	PD *PDRecord
+}
+
+// PDRecord is a request's P/D decision and, when disaggregated, its two
+// legs and KV transfer (times in ns).
+type PDRecord struct {
+	Disaggregated bool
+	// Reason is the decision's reason (epp.PDReason*); DeciderPromptTokens
+	// and DeciderCachedTokens are what the prefill decider read: the
+	// prompt's tokens and the cached tokens it believed the decode pick
+	// held (pd-offload.md A.3).
+	Reason              string
+	DeciderPromptTokens int
+	DeciderCachedTokens int
+	// PrefillReplica is the prefill pod (index into the fleet; -1 for a
+	// decode-only request).
+	PrefillReplica int
+	// PrefillQueue runs from the prefill leg's arrival at the prefill pod
+	// to its first scheduling, PrefillTime to its one token (its engine's
+	// TTFT).
+	PrefillQueue, PrefillTime int64
+	// DecodeQueue runs from the decode leg's arrival at the decode pod to
+	// its admission (the read's start, or its first scheduling when
+	// decode-only); TransferTime is the read (handshake included);
+	// PullWait runs from the read's end to the step that promotes the
+	// request.
+	DecodeQueue, TransferTime, PullWait int64
+	// DecodeTime runs from the decode leg's arrival at the decode pod to
+	// its first token (that engine's TTFT: the read, or the prefill when
+	// decode-only, included).
+	DecodeTime int64
+	// PulledBlocks and TransferBytes (per rank) are what the read moved;
+	// DecodeHitTokens the prompt tokens the decode pod's own cache held
+	// at admission; DecodeRoutedTokens the decode pod's cached prefix at
+	// routing time.
+	PulledBlocks       int
+	TransferBytes      int64
+	DecodeHitTokens    int
+	DecodeRoutedTokens int
 }
 
 // Result summarises a run.
@@ -138,6 +242,9 @@ type Result struct {
 	Events    uint64
 	SimTime   int64
 	Replicas  []ReplicaResult
+	// HeldAtEnd counts P/D prefill legs still holding their blocks when
+	// the run ended (0 unless a decode leg never read them).
+	HeldAtEnd int
 }
 
 // ReplicaResult is one replica's end-of-run state.
@@ -145,6 +252,12 @@ type ReplicaResult struct {
 	Name      string
 	Stats     replica.Stats
 	Evictions int64
+	// Role is the replica's llm-d.ai/role label ("" without one).
+	Role string
+	// The mean of the replica's scraped gauges over the scrapes of the run
+	// (every ScrapeInterval), and the KV usage's peak: KV usage as a share
+	// of blocks, waiting and running requests.
+	MeanKVUsage, PeakKVUsage, MeanWaiting, MeanRunning float64
 }
 
 // event kinds, in the top byte of the event arg.
@@ -156,6 +269,9 @@ const (
 	evKV
 	evRelease
 	evSample
+	evWake
+	evPrefill // a P/D prefill leg reaches its prefill pod
+	evNotify  // a decode pod's notification reaches the prefill pod
 )
 
 const kindShift = 56
@@ -169,6 +285,15 @@ type flight struct {
 	rr      *replica.Request
 	rec     Record
 	replica int
+	// prr and prefill are a disaggregated request's prefill leg and pod.
+	prr     *replica.Request
+	prefill int
+}
+
+// release is a prefill leg whose blocks a notification frees.
+type release struct {
+	replica int
+	rr      *replica.Request
 }
 
 type kvBatch struct {
@@ -187,6 +312,11 @@ type fleetReplica struct {
 	inStep bool
 	run    *runner
 	idx    int
+	// wakeAt is the time of the earliest wake-up scheduled for a CPU tier
+	// copy or P/D read completing while the engine is idle (0: none).
+	wakeAt int64
+	// Gauge sums over the scrapes (ReplicaResult).
+	kvSum, kvPeak, waitSum, runSum float64
 }
 
 // ingestDelay is one request's non-blocking ingest delay (ns): the mean,
@@ -208,7 +338,7 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 	}
 	for _, ev := range batch {
 		out = append(out, epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
-			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys})
+			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys, Medium: ev.Medium})
 	}
 	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})
 	r.at(now+r.opts.KVEventLag, evKV, slot)
@@ -234,6 +364,11 @@ type runner struct {
 	lastEvent     int64  // time of the last event other than a sample
 	kv            []kvBatch
 	freeKV        []int
+	byAddr        map[string]int // replica index by address (P/D header)
+	pd            PDOptions
+	releases      []release // pending P/D notifications
+	freeRel       []int
+	scrapes       int
 	spareKV       [][]epp.KVEvent // delivered batches' slices, for reuse
 	next          *workload.Request
 	srcDone       bool // the source is exhausted, failed, or past a limit
@@ -287,13 +422,29 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	if opts.ScrapeInterval <= 0 {
 		opts.ScrapeInterval = 50_000_000
 	}
-	r := &runner{opts: opts, router: router, src: src, byName: map[string]int{},
+	r := &runner{opts: opts, router: router, src: src, byName: map[string]int{}, byAddr: map[string]int{},
 		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{},
 		ctx: ctx, done: ctx.Done()}
 	if m, ok := src.(interface{ Mode() workload.Mode }); ok {
 		r.openLoop = m.Mode() == workload.ModeOpenLoop
 	}
 	kvEvents := len(router.KVConsumers) > 0
+	// With a profile handler that can disaggregate, every engine can serve
+	// decode legs: it gets the NIXL read's cost, for its own KV layout
+	// (pd-offload.md A.8).
+	disagg := Disaggregates(router)
+	if disagg {
+		r.pd = DefaultPD()
+		if opts.PD != nil {
+			r.pd = *opts.PD
+		}
+		if err := r.pd.Validate(); err != nil {
+			return nil, &FleetError{err}
+		}
+		if err := sameModel(fleet); err != nil {
+			return nil, &FleetError{err}
+		}
+	}
 	for i, spec := range fleet {
 		cfg, err := spec.Preset.EngineConfig()
 		if err != nil {
@@ -301,6 +452,14 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		}
 		cfg.HashSeed = opts.Seed // one PYTHONHASHSEED for the fleet
 		cfg.KVEvents = kvEvents
+		if disagg {
+			bytes, err := spec.Preset.KVBlockBytesPerRank()
+			if err != nil {
+				return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
+			}
+			cfg.KVTransfer = &replica.KVTransferConfig{BandwidthGBps: r.pd.TransferGBps, BaseUs: r.pd.TransferBaseUs,
+				HandshakeMs: r.pd.HandshakeMs, BlockBytesPerRank: bytes}
+		}
 		model, err := spec.Preset.Model()
 		if err != nil {
 			return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
@@ -325,6 +484,10 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 			return nil, &FleetError{fmt.Errorf("duplicate replica name %q", spec.Name)}
 		}
 		r.byName[spec.Name] = i
+		if _, dup := r.byAddr[spec.Address]; dup && disagg {
+			return nil, &FleetError{fmt.Errorf("replica %s: address %q is another replica's too: the P/D header names the prefill pod by address", spec.Name, spec.Address)}
+		}
+		r.byAddr[spec.Address] = i
 		r.fleet = append(r.fleet, fr)
 		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: spec.Labels})
 	}
@@ -363,9 +526,38 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	r.res.SimTime = r.lastEvent
 	r.res.InFlight = len(r.slotByID)
 	for _, fr := range r.fleet {
-		r.res.Replicas = append(r.res.Replicas, ReplicaResult{Name: fr.spec.Name, Stats: fr.eng.Stats(), Evictions: fr.eng.Pool().Evictions()})
+		rr := ReplicaResult{Name: fr.spec.Name, Stats: fr.eng.Stats(), Evictions: fr.eng.Pool().Evictions(), Role: fr.spec.Labels[RoleLabel]}
+		if n := float64(r.scrapes); n > 0 {
+			rr.MeanKVUsage, rr.PeakKVUsage, rr.MeanWaiting, rr.MeanRunning = fr.kvSum/n, fr.kvPeak, fr.waitSum/n, fr.runSum/n
+		}
+		r.res.Replicas = append(r.res.Replicas, rr)
+		r.res.HeldAtEnd += fr.eng.Held()
 	}
 	return &r.res, nil
+}
+
+// RoleLabel is the pod label of llm-d's P/D roles (pd-offload.md A.1).
+const RoleLabel = "llm-d.ai/role"
+
+// Disaggregates reports whether router's profile handler can send a
+// request's prefill to a pod of its own (a disaggregation handler with a
+// prefill decider, or in prefill-first order).
+func Disaggregates(router *epp.Router) bool {
+	d, ok := router.Handler.(interface{ Disaggregates() bool })
+	return ok && d.Disaggregates()
+}
+
+// sameModel requires one model across the fleet: a decode pod reads the
+// prefill pod's KV blocks as they are (pd-offload.md A.4).
+func sameModel(fleet []ReplicaSpec) error {
+	for _, r := range fleet[1:] {
+		a, b := fleet[0].Preset.Arch, r.Preset.Arch
+		if a != nil && b != nil && a.Name != b.Name {
+			return fmt.Errorf("replica %s serves %s and replica %s %s: with P/D disaggregation every replica must serve one model, whose KV blocks move between them",
+				fleet[0].Name, a.Name, r.Name, b.Name)
+		}
+	}
+	return nil
 }
 
 // pull reads the next request and schedules its arrival.
@@ -444,6 +636,17 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.deliver(now, idx)
 	case evStepEnd:
 		r.stepEnd(now, idx)
+	case evWake:
+		r.wake(now, idx)
+	case evPrefill:
+		r.deliverPrefill(now, idx)
+	case evNotify:
+		rel := r.releases[idx]
+		r.releases[idx] = release{}
+		r.freeRel = append(r.freeRel, idx)
+		r.fleet[rel.replica].eng.Release(rel.rr)
+		// Freed blocks may let the prefill pod admit what waits for them.
+		r.kick(now, rel.replica)
 	case evScrape:
 		r.scrape(now)
 	case evSample:
@@ -527,7 +730,7 @@ func (r *runner) kvSlot(b kvBatch) int {
 
 // route runs the EPP on a request and sends it towards its replica.
 func (r *runner) route(now int64, wr *workload.Request) {
-	f := &flight{wr: wr, replica: -1}
+	f := &flight{wr: wr, replica: -1, prefill: -1}
 	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Stage: wr.Stage, Arrival: now, Replica: -1,
 		PromptTokens: wr.PromptLen, OutputTokens: wr.OutputTokens, Warmup: now < r.opts.Warmup}
 	f.er = EPPRequest(wr)
@@ -566,12 +769,111 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	if pr := res.Profiles[res.PrimaryProfile]; pr != nil && pr.Trace != nil {
 		f.rec.Tied = pr.Trace.Tied
 	}
-	f.rec.Predicted, f.rec.PredictedBlocks, f.rec.HasPredicted = matchFraction(target, r.approx)
-	f.rec.PredictedPrecise, f.rec.PreciseBlocks, f.rec.HasPrecise = matchFraction(target, r.precise)
+	// The replica that computes the prompt: the prefill pod when the
+	// request is disaggregated, the routed cached prefix and the
+	// predictions refer to it.
+	computer := target
+	if res.PD != nil {
+		pd := &PDRecord{Disaggregated: res.PD.Disaggregated, Reason: res.PD.Reason, DeciderPromptTokens: res.PD.PromptTokens,
+			DeciderCachedTokens: res.PD.CachedTokens, PrefillReplica: -1, DecodeRoutedTokens: cached[idx]}
+		f.rec.PD = pd
+		if hv, ok := f.er.Headers[epp.PrefillHeader]; ok {
+			// The sidecar uses the header's first element (A.4 step 2).
+			addr, _, _ := strings.Cut(hv, ",")
+			p, ok := r.byAddr[addr]
+			if !ok {
+				r.fail(fmt.Errorf("sim: EPP named unknown prefill endpoint %q for request %d", addr, wr.ID))
+				return
+			}
+			f.prefill, pd.PrefillReplica = p, p
+			f.rec.RoutedCachedTokens = cached[p]
+			if e := endpointOf(res, r.fleet[p].spec.Name); e != nil {
+				computer = e
+			}
+		}
+	}
+	f.rec.Predicted, f.rec.PredictedBlocks, f.rec.HasPredicted = matchFraction(computer, r.approx)
+	f.rec.PredictedPrecise, f.rec.PreciseBlocks, f.rec.HasPrecise = matchFraction(computer, r.precise)
 	f.rr = &replica.Request{ID: wr.ID, Prompt: wr.PromptTokens, OutputLen: max(wr.OutputTokens, 1), Output: wr.OutputTokenIDs,
 		CacheSalt: wr.CacheSalt, PromptHashes: hashes}
 	slot := r.newFlight(f)
-	r.at(now+r.opts.EPPLatency+r.opts.NetworkLatency, evDeliver, slot)
+	if f.prefill < 0 {
+		r.at(now+r.opts.EPPLatency+r.opts.NetworkLatency, evDeliver, slot)
+		return
+	}
+	// P/D (pd-offload.md A.4): the decode pod's sidecar sends the prefill
+	// leg (one output token, its blocks held for the read) to the prefill
+	// pod, and the decode leg to its own engine once the prefill pod has
+	// answered.
+	f.prr = &replica.Request{ID: wr.ID, Prompt: wr.PromptTokens, OutputLen: 1, CacheSalt: wr.CacheSalt, PromptHashes: hashes, HoldBlocks: true}
+	f.rr.Remote = &replica.RemotePrefill{Engine: f.prefill}
+	r.at(now+r.opts.EPPLatency+r.opts.NetworkLatency+r.pd.Hop, evPrefill, slot)
+}
+
+// endpointOf returns the scheduled endpoint named name in res (every
+// profile's targets are snapshots of the same candidates).
+func endpointOf(res *epp.Result, name string) *epp.Endpoint {
+	for _, pr := range res.Profiles {
+		if pr == nil {
+			continue
+		}
+		for _, e := range pr.Targets {
+			if e != nil && e.EndpointInfo != nil && e.Name == name {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// deliverPrefill hands a P/D prefill leg to its prefill pod. If the pod
+// refuses it, the sidecar returns the error to the client (A.4 step 6:
+// there is no fallback to a local prefill).
+func (r *runner) deliverPrefill(now int64, slot int) {
+	f := r.flights[slot]
+	if err := r.fleet[f.prefill].eng.Add(f.prr, now); err != nil {
+		r.dropFlight(slot)
+		f.rec.Outcome, f.rec.Reason = Rejected, "prefill pod: "+err.Error()
+		r.router.ResponseComplete(&epp.Cycle{Now: now}, f.er, f.res)
+		r.finish(f)
+		return
+	}
+	r.kick(now, f.prefill)
+}
+
+// prefillDone handles a P/D prefill leg's one token on its pod i: the
+// pod's blocks stay held, its response (after the pod's ingest delay, its
+// serialisation and the hop back) reaches the decode pod's sidecar, which
+// sends the decode leg to its engine (A.4 steps 5–7).
+func (r *runner) prefillDone(now int64, i int, f *flight) {
+	pr, pd := f.prr, f.rec.PD
+	pd.PrefillQueue = pr.FirstScheduled - pr.Arrived
+	pd.PrefillTime = pr.FirstToken - pr.Arrived
+	f.rec.CachedTokens, f.rec.CPUCachedTokens = pr.NumCachedTokens, pr.NumCPUCachedTokens
+	r.at(now+r.fleet[i].ingestDelay()+r.pd.Response+r.pd.Hop, evDeliver, r.slotByID[f.wr.ID])
+}
+
+// notify schedules the notification that frees a P/D request's prefill
+// leg on its pod (A.4 step 13), d after now.
+func (r *runner) notify(now, d int64, f *flight) {
+	rel := release{replica: f.prefill, rr: f.prr}
+	i := len(r.releases)
+	if n := len(r.freeRel); n > 0 {
+		i = r.freeRel[n-1]
+		r.freeRel = r.freeRel[:n-1]
+		r.releases[i] = rel
+	} else {
+		r.releases = append(r.releases, rel)
+	}
+	r.at(now+d, evNotify, i)
+}
+
+// pulled handles decode legs whose read an engine reported complete: the
+// decode side notifies the prefill pod (A.4 steps 10, 13).
+func (r *runner) pulled(now int64, legs []*replica.Request) {
+	for _, rr := range legs {
+		r.notify(now, r.pd.Notify, r.flights[r.slotByID[rr.ID]])
+	}
 }
 
 // EPPRequest is the request the EPP gets for wr: its body and the prompt
@@ -647,6 +949,11 @@ func (r *runner) deliver(now int64, slot int) {
 	fr := r.fleet[f.replica]
 	if err := fr.eng.Add(f.rr, now); err != nil {
 		r.dropFlight(slot)
+		if f.prr != nil {
+			// The decode side aborts before reading: its notification
+			// frees the prefill pod's blocks at once (A.5).
+			r.notify(now, r.pd.Notify, f)
+		}
 		f.rec.Outcome, f.rec.Reason = Rejected, err.Error()
 		r.router.ResponseComplete(&epp.Cycle{Now: now}, f.er, f.res)
 		r.finish(f)
@@ -655,7 +962,8 @@ func (r *runner) deliver(now int64, slot int) {
 	r.kick(now, f.replica)
 }
 
-// kick starts a step on an idle replica.
+// kick starts a step on an idle replica. An engine left idle with CPU
+// tier copies in flight is woken when the first completes.
 func (r *runner) kick(now int64, i int) {
 	fr := r.fleet[i]
 	if fr.inStep {
@@ -663,16 +971,37 @@ func (r *runner) kick(now int64, i int) {
 	}
 	d, ok := fr.eng.BeginStep(now)
 	if !ok {
+		if t, pending := fr.eng.NextTransfer(); pending && (fr.wakeAt == 0 || t < fr.wakeAt) {
+			fr.wakeAt = t
+			r.at(t, evWake, i)
+		}
 		return
 	}
 	fr.inStep = true
 	r.at(now+d, evStepEnd, i)
 }
 
+// wake applies the CPU tier copies complete on an idle replica and starts
+// a step if that made work (a step in flight applies them at its end).
+func (r *runner) wake(now int64, i int) {
+	fr := r.fleet[i]
+	if now >= fr.wakeAt {
+		fr.wakeAt = 0
+	}
+	if fr.inStep {
+		return
+	}
+	r.pulled(now, fr.eng.Poll(now))
+	r.kick(now, i)
+}
+
 func (r *runner) stepEnd(now int64, i int) {
 	fr := r.fleet[i]
 	fr.inStep = false
 	out := fr.eng.EndStep(now)
+	if len(out.Pulled) > 0 {
+		r.pulled(now, out.Pulled)
+	}
 	if len(out.FirstTokens) == 0 && len(out.Finished) == 0 {
 		// Most steps are decode steps with nothing to tell the router;
 		// skip building its call context.
@@ -682,23 +1011,51 @@ func (r *runner) stepEnd(now int64, i int) {
 	c := &epp.Cycle{Now: now}
 	for _, rr := range out.FirstTokens {
 		f := r.flights[r.slotByID[rr.ID]]
+		if rr == f.prr {
+			continue // the prefill leg's token never reaches the client
+		}
 		r.router.ResponseFirstChunk(c, f.er, f.res)
 	}
 	for _, rr := range out.Finished {
 		slot := r.slotByID[rr.ID]
 		f := r.flights[slot]
+		if rr == f.prr {
+			r.prefillDone(now, i, f)
+			continue
+		}
 		r.dropFlight(slot)
 		r.router.ResponseComplete(c, f.er, f.res)
 		rec := &f.rec
 		rec.Outcome = Completed
-		rec.CachedTokens = rr.NumCachedTokens
 		rec.Preemptions = len(rr.Preemptions)
 		ingest := fr.ingestDelay()
 		rec.FirstToken = rr.FirstToken + ingest
 		rec.Completion = rr.Completed + ingest + fr.perTok*int64(rr.OutputLen)
 		rec.TTFT = rec.FirstToken - rec.Arrival
 		rec.E2E = rec.Completion - rec.Arrival
-		rec.Queue = rr.FirstScheduled - rr.Arrived
+		if pd := rec.PD; pd != nil {
+			pd.DecodeTime = rr.FirstToken - rr.Arrived
+			pd.DecodeHitTokens = rr.PullHitTokens
+			if f.prr != nil {
+				pd.DecodeQueue = rr.PullStart - rr.Arrived
+				pd.TransferTime = rr.PullEnd - rr.PullStart
+				pd.PullWait = rr.FirstScheduled - rr.PullEnd
+				pd.PulledBlocks, pd.TransferBytes = rr.PulledBlocks, rr.PullBytes
+				rec.Preemptions += len(f.prr.Preemptions)
+			} else {
+				pd.DecodeQueue = rr.FirstScheduled - rr.Arrived
+				pd.DecodeHitTokens = rr.NumCachedTokens
+			}
+		}
+		if f.prr != nil {
+			// The prompt was computed on the prefill pod (prefillDone);
+			// the client waited in both pods' queues.
+			rec.Queue = rec.PD.PrefillQueue + rec.PD.DecodeQueue
+		} else {
+			rec.CachedTokens = rr.NumCachedTokens
+			rec.CPUCachedTokens = rr.NumCPUCachedTokens
+			rec.Queue = rr.FirstScheduled - rr.Arrived
+		}
 		r.finish(f)
 		if f.wr.Session != "" {
 			if next, ok := r.parked[f.wr.ID]; ok {
@@ -733,12 +1090,17 @@ func (r *runner) finish(f *flight) {
 // scrape copies every replica's gauges into the EPP (spec epp.md §7.1) and
 // re-arms itself while there is anything left to happen.
 func (r *runner) scrape(now int64) {
+	r.scrapes++
 	for _, fr := range r.fleet {
 		g := fr.eng.Gauges()
+		fr.kvSum += g.KVCacheUsagePerc
+		fr.kvPeak = max(fr.kvPeak, g.KVCacheUsagePerc)
+		fr.waitSum += float64(g.NumRequestsWaiting)
+		fr.runSum += float64(g.NumRequestsRunning)
 		_ = r.router.UpdateMetrics(fr.spec.Name, epp.Metrics{
 			WaitingQueueSize: g.NumRequestsWaiting, RunningRequestsSize: g.NumRequestsRunning,
 			KVCacheUsagePercent: g.KVCacheUsagePerc, CacheBlockSize: g.BlockSize, CacheNumBlocks: g.NumGPUBlocks,
-			UpdateTime: now,
+			CacheCPUCapacityTokens: g.CPUCacheCapacityTokens, UpdateTime: now,
 		})
 	}
 	if r.active() {

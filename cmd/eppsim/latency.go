@@ -154,29 +154,85 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
-	printMAPE(w, "eppsim (in sample)", rep.Rows, rep.MAPEs())
+	rows := []mapeRow{{"eppsim, in sample", rep.MAPEs()}}
+	if lomo := recordedLOMO(c); len(lomo) > 0 {
+		rows = append(rows, mapeRow{"leave one model out (as calibrate measured it)", lomo})
+	}
+	printMAPE(w, rows...)
+	printOthers(w, rep)
 	printOverloaded(w, rep)
 	fmt.Fprintf(w, "\nwrote %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.MarkdownFile, latency.PlotName, f.out)
 	return nil
 }
 
-// printMAPE prints one line of whole-run MAPE per metric.
-func printMAPE(w io.Writer, label string, _ []latency.Row, m map[string]float64) {
+// mapeRow is one labelled line of whole-run MAPE per metric.
+type mapeRow struct {
+	label string
+	mape  map[string]float64
+}
+
+// printMAPE prints rows of whole-run MAPE per metric as one table.
+func printMAPE(w io.Writer, rows ...mapeRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "MAPE\t")
 	for _, name := range latency.Metrics {
 		fmt.Fprintf(tw, "%s\t", name)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "%s\t", label)
-	for _, name := range latency.Metrics {
-		if v, ok := m[name]; ok && !math.IsNaN(v) {
-			fmt.Fprintf(tw, "%.1f%%\t", v)
-		} else {
-			fmt.Fprint(tw, "–\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t", r.label)
+		for _, name := range latency.Metrics {
+			if v, ok := r.mape[name]; ok && !math.IsNaN(v) {
+				fmt.Fprintf(tw, "%.1f%%\t", v)
+			} else {
+				fmt.Fprint(tw, "–\t")
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// recordedLOMO is the leave-one-model-out MAPE a calibration records.
+func recordedLOMO(c replica.Calibration) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range latency.Metrics {
+		if v, ok := c.Fit["lomo_mape_"+m]; ok {
+			out[m] = v
 		}
 	}
+	return out
+}
+
+// printOthers prints each other simulator's whole-run MAPE beside
+// eppsim's on the same runs.
+func printOthers(w io.Writer, rep *latency.Report) {
+	others := rep.OtherSimulators()
+	if len(others) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nbeside other simulators (whole-run MAPE on the runs each predicted: theirs / eppsim's on the same runs)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "simulator\truns\t")
+	for _, m := range latency.HeadlineMetrics {
+		fmt.Fprintf(tw, "%s\t", m)
+	}
 	fmt.Fprintln(tw)
+	cell := func(v float64, ok bool) string {
+		if !ok {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f%%", v)
+	}
+	for _, o := range others {
+		fmt.Fprintf(tw, "%s\t%d\t", o.Name, o.Runs)
+		for _, m := range latency.HeadlineMetrics {
+			t, tok := o.Theirs[m]
+			e, eok := o.Ours[m]
+			fmt.Fprintf(tw, "%s / %s\t", cell(t, tok), cell(e, eok))
+		}
+		fmt.Fprintln(tw)
+	}
 	tw.Flush()
 }
 
@@ -341,7 +397,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	fmt.Fprintln(w)
 	printFit(w, rep)
 	fmt.Fprintln(w)
-	printMAPE(w, "in sample", rep.Rows, rep.MAPEs())
+	rows := []mapeRow{{"in sample", rep.MAPEs()}}
 	if rep.LOMO != nil {
 		lm := map[string]float64{}
 		for _, m := range latency.Metrics {
@@ -349,8 +405,10 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 				lm[m] = v
 			}
 		}
-		printMAPE(w, "leave one model out", rep.LOMO, lm)
+		rows = append(rows, mapeRow{"leave one model out", lm})
 	}
+	printMAPE(w, rows...)
+	printOthers(w, rep)
 	printOverloaded(w, rep)
 	if f.report != "" {
 		if err := rep.WriteDir(f.report, f.dpi); err != nil {

@@ -112,6 +112,7 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 	}
 	names := map[string]int{}
 	jobs := make([]runJob, len(configs))
+	pd := false
 	for i, c := range configs {
 		name := scenario.ForSource(c).Name
 		if names[name]++; names[name] > 1 {
@@ -119,16 +120,18 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		}
 		jobs[i] = runJob{name: name, src: c}
 		// A bad config is reported before anything is simulated.
-		if _, err := scenario.ForSource(c).Load(spec.Env.Seed); err != nil {
+		l, err := scenario.ForSource(c).Load(spec.Env.Seed)
+		if err != nil {
 			return withExitCode(2, err)
 		}
+		pd = pd || l.Disaggregates()
 	}
 	var out *report.Output
 	if f.out != "" {
 		if err := checkOutDir(f.out, f.force); err != nil {
 			return withExitCode(2, err)
 		}
-		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: f.argv})
+		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: f.argv, PD: pd})
 		if err != nil {
 			return withExitCode(2, err)
 		}
@@ -294,12 +297,33 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 	}
 	tw.Flush()
 	var notes []string
+	// An estimate shared by several configs is printed once, with their
+	// names.
+	var estimates []string
+	estNames := map[string][]string{}
+	for _, r := range runs {
+		for _, n := range r.summary.Config.Estimates {
+			if _, seen := estNames[n]; !seen {
+				estimates = append(estimates, n)
+			}
+			estNames[n] = append(estNames[n], r.name)
+		}
+	}
+	for _, n := range estimates {
+		fmt.Fprintf(w, "\n%s: estimate: %s", strings.Join(estNames[n], ", "), n)
+	}
+	if len(estimates) > 0 {
+		fmt.Fprintln(w)
+	}
 	for _, r := range runs {
 		if n := report.SkipNote(&r.summary.Config.Workload); n != "" {
 			notes = append(notes, r.name+": "+n)
 		}
 		for _, n := range r.summary.Config.NotSimulated {
 			notes = append(notes, r.name+": not simulated: "+n)
+		}
+		for _, n := range r.summary.Config.Warnings {
+			notes = append(notes, r.name+": warning: "+n)
 		}
 	}
 	if len(notes) > 0 {

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +54,11 @@ type specFlags struct {
 	calibration string
 	asyncSched  bool
 	dp          int
+	offloadGiB  float64
+	pcieGBps    float64
+	jobOverhead time.Duration
+	pd          pdFlags
+	upstream    []string
 
 	flags *pflag.FlagSet // to tell flags given from defaults
 }
@@ -83,6 +90,11 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	_ = fl.MarkDeprecated("max-batched-tokens", "use --max-num-batched-tokens (vLLM's name)")
 	fl.IntVar(&f.blockSize, "block-size", 0, "vLLM's --block-size (KV block size in tokens) on every replica (the computed KV capacity follows)")
 	fl.IntVar(&f.dp, "data-parallel-size", 0, "vLLM's --data-parallel-size on every replica: that many independent engines per replica, each its own rank endpoint <pod>-rank-<i> (default: the preset's, 1)")
+	fl.Float64Var(&f.offloadGiB, "kv-offloading-size", 0, "vLLM's --kv-offloading-size on every replica: GiB of CPU memory for a CPU KV tier (native OffloadingConnector: stores prompt blocks as they are computed, LRU, asynchronous loads; docs/pd-offload.md); 0 = off")
+	fl.Float64Var(&f.pcieGBps, "offload-pcie-bandwidth", 0, fmt.Sprintf("GB/s per GPU of the CPU tier's copies, each way (default %g, an estimate: PCIe Gen5 x16 pinned; Gen4 is about 22)", replica.DefaultOffloadPCIeGBps))
+	fl.DurationVar(&f.jobOverhead, "offload-job-overhead", 0, fmt.Sprintf("fixed cost of one CPU tier copy job (default %gµs, an estimate)", replica.DefaultOffloadJobOverheadUs))
+	f.pd.register(fl)
+	fl.StringArrayVar(&f.upstream, "epp-upstream", nil, "turn on a later llm-d-router behaviour in every EPP config, named after the upstream change (repeatable): "+upstreamHelp())
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
 	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
@@ -128,6 +140,9 @@ func (f *specFlags) check() error {
 		{"duration", f.duration, false}, {"warmup", f.warmup, false}, {"kv-event-lag", f.kvLag, false},
 		{"epp-latency", f.eppLatency, false}, {"network-latency", f.netLatency, false},
 		{"refresh-metrics-interval", f.refresh, true}, {"timeseries-interval", f.sampleEvery, true},
+		{"offload-job-overhead", f.jobOverhead, false},
+		{"pd-transfer-base-latency", f.pd.base, false}, {"pd-handshake", f.pd.handshake, false},
+		{"pd-hop", f.pd.hop, false}, {"pd-response", f.pd.response, false}, {"pd-notify", f.pd.notify, false},
 	}
 	for _, d := range durations {
 		switch {
@@ -160,6 +175,15 @@ func (f *specFlags) check() error {
 			return err
 		}
 	}
+	if f.given("kv-offloading-size") && (!(f.offloadGiB >= 0) || math.IsInf(f.offloadGiB, 0)) {
+		return fmt.Errorf("--kv-offloading-size %v: must be a number of GiB ≥ 0 (0 = no CPU offloading)", f.offloadGiB)
+	}
+	if f.given("offload-pcie-bandwidth") && (!(f.pcieGBps > 0) || math.IsInf(f.pcieGBps, 0)) {
+		return fmt.Errorf("--offload-pcie-bandwidth %v: must be a positive number of GB/s", f.pcieGBps)
+	}
+	if f.given("pd-transfer-bandwidth") && (!(f.pd.gbps > 0) || math.IsInf(f.pd.gbps, 0)) {
+		return fmt.Errorf("--pd-transfer-bandwidth %v: must be a positive number of GB/s", f.pd.gbps)
+	}
 	if f.given("gpu-memory-utilization") && !(f.gpuMemUtil > 0 && f.gpuMemUtil <= 1) {
 		return fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1] (vLLM's fraction of GPU memory)", f.gpuMemUtil)
 	}
@@ -169,19 +193,39 @@ func (f *specFlags) check() error {
 	if math.IsNaN(f.timeScale) || math.IsInf(f.timeScale, 0) || f.timeScale < 0 {
 		return fmt.Errorf("--time-scale %v: must be a finite number ≥ 0 (0 = timestamps as recorded)", f.timeScale)
 	}
+	for _, u := range f.upstream {
+		if _, ok := scenario.UpstreamOptions[u]; !ok {
+			return fmt.Errorf("--epp-upstream %q: unknown (have %s)", u, strings.Join(slices.Sorted(maps.Keys(scenario.UpstreamOptions)), ", "))
+		}
+	}
 	if f.duration > 0 && f.warmup >= f.duration {
 		return fmt.Errorf("--warmup %v: must be shorter than --duration %v (every request would be warm-up)", f.warmup, f.duration)
 	}
 	return nil
 }
 
+// upstreamHelp lists the --epp-upstream values with what each does.
+func upstreamHelp() string {
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(scenario.UpstreamOptions)) {
+		parts = append(parts, n+" ("+scenario.UpstreamOptions[n]+")")
+	}
+	return strings.Join(parts, "; ")
+}
+
 // zeroMeaning says what 0 means for the duration flags that accept it.
 var zeroMeaning = map[string]string{
-	"duration":        "no limit",
-	"warmup":          "no warm-up",
-	"kv-event-lag":    "events delivered at once",
-	"epp-latency":     "none",
-	"network-latency": "none",
+	"duration":                 "no limit",
+	"warmup":                   "no warm-up",
+	"kv-event-lag":             "events delivered at once",
+	"epp-latency":              "none",
+	"network-latency":          "none",
+	"offload-job-overhead":     "no fixed cost per copy",
+	"pd-transfer-base-latency": "none",
+	"pd-handshake":             "none",
+	"pd-hop":                   "none",
+	"pd-response":              "none",
+	"pd-notify":                "none",
 }
 
 // spec builds the scenario the flags describe.
@@ -203,8 +247,9 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 			Seed: f.seed, ScrapeInterval: int64(f.refresh), KVEventLag: int64(f.kvLag),
 			EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
 			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
-			SampleInterval: int64(f.sampleEvery),
+			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f),
 		},
+		Upstream: f.upstream,
 	}, nil
 }
 
@@ -274,6 +319,16 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 		}
 		if f.kvDtype != "" {
 			e.KVCacheDtype = f.kvDtype
+		}
+		if f.given("kv-offloading-size") {
+			e.KVOffloadingSize = f.offloadGiB
+		}
+		if f.given("offload-pcie-bandwidth") {
+			e.OffloadPCIeGBps = f.pcieGBps
+		}
+		if f.given("offload-job-overhead") {
+			us := float64(f.jobOverhead) / 1e3
+			e.OffloadJobOverheadUs = &us
 		}
 		e.CheckInvariants = f.checkInvar
 	}
@@ -376,4 +431,36 @@ func (f *specFlags) workloadOptions() (workload.Options, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// pdFlags are the P/D request path's parameters (pd-offload.md A.8, C.4),
+// used when an EPP config disaggregates.
+type pdFlags struct {
+	gbps                                   float64
+	base, handshake, hop, response, notify time.Duration
+}
+
+func (p *pdFlags) register(fl *pflag.FlagSet) {
+	d := sim.DefaultPD()
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	fl.Float64Var(&p.gbps, "pd-transfer-bandwidth", d.TransferGBps, "P/D: GB/s of a decode pod's NIXL read of the prompt KV from its prefill pod, per tensor-parallel rank pair (BLIS's default)")
+	fl.DurationVar(&p.base, "pd-transfer-base-latency", ms(d.TransferBaseUs/1e3), "P/D: fixed latency of one NIXL read (BLIS's default)")
+	fl.DurationVar(&p.handshake, "pd-handshake", ms(d.HandshakeMs), "P/D: NIXL handshake on a decode pod's first read from a prefill pod (an estimate)")
+	fl.DurationVar(&p.hop, "pd-hop", time.Duration(d.Hop), "P/D: one hop between the decode pod's sidecar and the prefill pod, each way (an estimate)")
+	fl.DurationVar(&p.response, "pd-response", time.Duration(d.Response), "P/D: the prefill pod's response serialisation (an estimate)")
+	fl.DurationVar(&p.notify, "pd-notify", time.Duration(d.Notify), "P/D: the decode pod's notification that frees the prefill pod's blocks (an estimate)")
+}
+
+// options returns the P/D parameters, or nil when no flag was given (the
+// defaults).
+func (p *pdFlags) options(f *specFlags) *sim.PDOptions {
+	given := false
+	for _, n := range []string{"pd-transfer-bandwidth", "pd-transfer-base-latency", "pd-handshake", "pd-hop", "pd-response", "pd-notify"} {
+		given = given || f.given(n)
+	}
+	if !given {
+		return nil
+	}
+	return &sim.PDOptions{TransferGBps: p.gbps, TransferBaseUs: float64(p.base) / 1e3, HandshakeMs: float64(p.handshake) / 1e6,
+		Hop: int64(p.hop), Response: int64(p.response), Notify: int64(p.notify)}
 }

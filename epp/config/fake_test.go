@@ -8,12 +8,15 @@ import (
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/epp/parser"
 	"github.com/eppsim/eppsim/epp/plugins"
+	"github.com/eppsim/eppsim/epp/profile"
 )
 
 // The loader tests run against a registry of fake plugins that mirror the
 // real ones' roles, parameters and data dependencies (spec §4, §5, §9), plus
 // the fallback entries of epp/plugins. They test the loader alone, whatever
-// state the real plugin packages are in.
+// state the real plugin packages are in; the disaggregation handlers and
+// deciders are the real ones (epp/profile), since the loader resolves the
+// deciders they reference.
 
 type fake struct {
 	epp.TypedName
@@ -228,6 +231,7 @@ func fakeRegistry(log *[]string) *epp.Registry {
 		return nil, errors.New("boom")
 	})
 	parser.Register(r)
+	profile.RegisterDisagg(r)
 	plugins.RegisterFallbacks(r)
 	return r
 }

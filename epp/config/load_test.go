@@ -255,11 +255,10 @@ func TestShippedEffective(t *testing.T) {
 				{Name: "decode", Filters: []string{"decode-filter"}, Picker: "max-score-picker",
 					Scorers: []config.ScorerRef{{Name: "prefix-cache-scorer", Weight: 2}, {Name: "queue-scorer", Weight: 1}}},
 			},
-			handler:      "disagg-profile-handler",
-			auto:         []string{"token-producer"},
-			producers:    []string{"token-producer", "approx-prefix-cache-producer"},
-			notSimulated: []string{"prefix-based-pd-decider", "disagg-profile-handler"},
-			dataSources:  []string{"metrics-data-source"},
+			handler:     "disagg-profile-handler",
+			auto:        []string{"token-producer"},
+			producers:   []string{"token-producer", "approx-prefix-cache-producer"},
+			dataSources: []string{"metrics-data-source"},
 		})
 	})
 }
@@ -495,8 +494,8 @@ func TestInvalidConfigs(t *testing.T) {
 			`t.yaml:3: plugins: invalid plugin: cannot add default plugin "max-score-picker" (no picker configured): the name is taken by a plugin of type "queue-scorer"`},
 		{"bad quantity", head + "plugins: []\nflowControl:\n  maxBytes: 1Qi\n", config.ErrSyntax, `invalid quantity "1Qi"`},
 		{"bad duration", head + "plugins: []\nflowControl:\n  defaultRequestTTL: soon\n", config.ErrSyntax, `invalid duration "soon"`},
-		{"stub parameter", head + "plugins:\n- type: prefix-based-pd-decider\n  parameters:\n    nonCachedToken: 16\n", config.ErrPlugin,
-			`t.yaml:5: plugins[0].parameters: invalid plugin: plugin "prefix-based-pd-decider" (type prefix-based-pd-decider): parameters: unknown field "nonCachedToken" (known: nonCachedTokens, promptTokens)`},
+		{"decider parameter", head + "plugins:\n- type: prefix-based-pd-decider\n  parameters:\n    nonCachedToken: 16\n", config.ErrPlugin,
+			`t.yaml:5: plugins[0].parameters: invalid plugin: plugin "prefix-based-pd-decider" (type prefix-based-pd-decider): parameters: json: unknown field "nonCachedToken"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -63,10 +63,6 @@ func tokenDep() epp.Dependency {
 	return epp.Dependency{Key: epp.DataKey{Type: epp.TokenizedPromptType, Producer: epp.TokenProducer}, Required: true}
 }
 
-func prefixDep() epp.Dependency {
-	return epp.Dependency{Key: epp.DataKey{Type: epp.PrefixCacheMatchInfoType, Producer: epp.ApproxPrefixProducer}, Required: true}
-}
-
 func keyOf(typ string) func(name string) []epp.DataKey {
 	return func(name string) []epp.DataKey { return []epp.DataKey{{Type: typ, Producer: name}} }
 }
@@ -74,7 +70,6 @@ func keyOf(typ string) func(name string) []epp.DataKey {
 // fallbackSpecs lists every type this package can register (only those the
 // sibling packages lack are registered).
 func fallbackSpecs() []spec {
-	disaggNote := "; fallback: only the decode profile runs (as if every decider declined) and it is the primary profile"
 	return []spec{
 		// Data layer and discovery: provided by the simulator (the parsers
 		// are simulated by epp/parser).
@@ -119,26 +114,10 @@ func fallbackSpecs() []spec {
 			reason: "not simulated: flow-control fairness policy; fallback: legacy admission (requests are never queued)"},
 		{typ: "soft-reflective-ceiling-policy",
 			reason: "not simulated: flow-control usage-limit policy; fallback: legacy admission (requests are never queued)"},
-		{typ: "disagg-profile-handler", kind: kHandler, mode: runOne,
-			keys:     []string{"stageOrder", "profiles", "deciders"},
-			check:    checkDisagg,
-			profile:  disaggDecodeProfile,
-			consumes: []epp.Dependency{prefixDep(), tokenDep()},
-			reason:   "not simulated: prefill/decode (and encode) disaggregation needs KV transfer between pods" + disaggNote},
-		{typ: "pd-profile-handler", kind: kHandler, mode: runOne,
-			keys:    []string{"decodeProfile", "prefillProfile", "prefixPluginType", "prefixPluginName", "primaryPort", "deciderPluginName", "prefixMatchInfoProducerName"},
-			profile: pdDecodeProfile,
-			reason:  "not simulated (deprecated type): prefill/decode disaggregation needs KV transfer between pods" + disaggNote},
 		{typ: "data-parallel-profile-handler", kind: kHandler, mode: runAll, keys: []string{"primaryPort"},
 			reason: "not simulated (deprecated type): data-parallel rank routing by port; each simulated endpoint is one engine; fallback: behaves as single-profile-handler"},
 		{typ: "header-profile-handler", kind: kHandler, mode: runOne,
 			reason: "not simulated (alpha): header-selected profiles; fallback: runs the first profile"},
-		{typ: "prefix-based-pd-decider", keys: []string{"nonCachedTokens", "promptTokens"}, check: checkPDDecider,
-			reason: "not simulated: decides prefill disaggregation, which eppsim does not simulate; fallback: never disaggregates"},
-		{typ: "always-disagg-pd-decider",
-			reason: "not simulated: decides prefill disaggregation, which eppsim does not simulate; fallback: never disaggregates"},
-		{typ: "always-disagg-multimodal-decider",
-			reason: "not simulated: decides encode disaggregation, which eppsim does not simulate; fallback: never disaggregates"},
 	}
 }
 
@@ -212,74 +191,6 @@ func checkKeys(params json.RawMessage, keys []string) error {
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		return fmt.Errorf("unknown field %q (known: %s)", unknown[0], strings.Join(keys, ", "))
-	}
-	return nil
-}
-
-func strictDecode(params json.RawMessage, dst any) error {
-	dec := json.NewDecoder(bytes.NewReader(params))
-	dec.DisallowUnknownFields()
-	return dec.Decode(dst)
-}
-
-type disaggParams struct {
-	StageOrder string `json:"stageOrder"`
-	Profiles   struct {
-		Decode   string `json:"decode"`
-		Prefill  string `json:"prefill"`
-		Encode   string `json:"encode"`
-		Fallback string `json:"fallback"`
-	} `json:"profiles"`
-	Deciders struct {
-		Prefill string `json:"prefill"`
-		Encode  string `json:"encode"`
-	} `json:"deciders"`
-}
-
-func checkDisagg(params json.RawMessage) error {
-	var p disaggParams
-	if err := strictDecode(params, &p); err != nil {
-		return err
-	}
-	switch strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(p.StageOrder)) {
-	case "", "decodefirst", "decode", "prefillfirst", "prefill":
-	default:
-		return fmt.Errorf("invalid stageOrder %q (want decode-first or prefill-first)", p.StageOrder)
-	}
-	return nil
-}
-
-func disaggDecodeProfile(params json.RawMessage) string {
-	var p disaggParams
-	if len(params) > 0 && json.Unmarshal(params, &p) == nil && p.Profiles.Decode != "" {
-		return p.Profiles.Decode
-	}
-	return "decode"
-}
-
-func pdDecodeProfile(params json.RawMessage) string {
-	var p struct {
-		DecodeProfile string `json:"decodeProfile"`
-	}
-	if len(params) > 0 && json.Unmarshal(params, &p) == nil && p.DecodeProfile != "" {
-		return p.DecodeProfile
-	}
-	return "decode"
-}
-
-func checkPDDecider(params json.RawMessage) error {
-	var p struct {
-		NonCachedTokens int `json:"nonCachedTokens"`
-		PromptTokens    int `json:"promptTokens"`
-	}
-	if err := strictDecode(params, &p); err != nil {
-		return err
-	}
-	if p.NonCachedTokens < 0 {
-		return errors.New("nonCachedTokens cannot be negative")
-	}
-	if p.PromptTokens < 0 {
-		return errors.New("promptTokens cannot be negative")
 	}
 	return nil
 }

@@ -12,8 +12,8 @@
 //     default (flow-control policies with the flowControl gate off). They
 //     accept their parameters and do nothing; Infrastructure() says why.
 //   - Not simulated: plugins that need an outside service or hardware
-//     (latency-predictor sidecar, DCGM, node topology, KV transfer between
-//     pods). They implement epp.NotSimulated with "not simulated: <reason>;
+//     (latency-predictor sidecar, DCGM, node topology, a multimodal
+//     encoder). They implement epp.NotSimulated with "not simulated: <reason>;
 //     fallback: <what eppsim does instead>", and a fallback behaviour that
 //     never silently changes routing beyond what the fallback says.
 //
@@ -40,7 +40,6 @@ func Builtin() *epp.Registry {
 	filter.Register(r)
 	parser.Register(r)
 	profile.Register(r)
-	profile.RegisterDeciders(r)
 	producer.Register(r)
 	RegisterFallbacks(r)
 	return r

@@ -94,6 +94,40 @@ func TestShippedConfigsLoadWithBuiltin(t *testing.T) {
 	}
 }
 
+// The shipped P/D configurations run their disaggregation plugins
+// (pd-offload.md A.2–A.3): nothing of them is reported as not simulated
+// but the multimodal encode stage's decider.
+func TestShippedDisaggConfigs(t *testing.T) {
+	for file, want := range map[string][]string{
+		"pd-epp-config.yaml":          nil,
+		"sim-pd-epp-config.yaml":      nil,
+		"sim-e-p-d-epp-config.yaml":   {"always-disagg-multimodal-decider"},
+		"sim-e-pd-epp-config.yaml":    {"always-disagg-multimodal-decider"},
+		"pd-topology-epp-config.yaml": {"topology-extractor", "topology-affinity-filter", "topology-affinity-scorer"},
+	} {
+		path := filepath.Join("../../../shared/epp-configs", file)
+		l, err := config.LoadFile(path, config.Options{Registry: plugins.Builtin(), Seed: 1})
+		if err != nil {
+			if strings.Contains(err.Error(), "no such file") {
+				t.Skip("shared configs not found")
+			}
+			t.Fatal(err)
+		}
+		var got []string
+		for _, n := range l.NotSimulated {
+			got = append(got, n.Name)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: not simulated %v, want %v", file, got, want)
+		}
+		if l.ProfileHandler != "disagg-profile-handler" {
+			t.Errorf("%s: handler %q", file, l.ProfileHandler)
+		}
+	}
+}
+
 // The shipped default configuration (spec §1.2) with the real plugins.
 func TestBuiltinDefaultConfig(t *testing.T) {
 	l, err := config.Default(config.Options{Registry: plugins.Builtin()})
@@ -115,12 +149,6 @@ func TestFallbackParameters(t *testing.T) {
 	cases := []struct {
 		typ, params, err string
 	}{
-		{"prefix-based-pd-decider", `{"nonCachedTokens":16}`, ""},
-		{"prefix-based-pd-decider", `{"nonCachedTokens":-1}`, "nonCachedTokens cannot be negative"},
-		{"prefix-based-pd-decider", `{"nonCachedToken":1}`, `unknown field "nonCachedToken"`},
-		{"disagg-profile-handler", `{"deciders":{"prefill":"x"},"stageOrder":"prefill-first"}`, ""},
-		{"disagg-profile-handler", `{"stageOrder":"sideways"}`, `invalid stageOrder "sideways"`},
-		{"disagg-profile-handler", `{"deciders":{"decode":"x"}}`, `unknown field "decode"`},
 		{"dcgm-data-source", `{"port":9400,"interval":"1s"}`, ""},
 		{"dcgm-data-source", `[1,2]`, "want an object"},
 		{"metrics-data-source", `null`, ""},
@@ -168,26 +196,7 @@ func TestFallbackBehaviour(t *testing.T) {
 	if k := lp.Produces(); len(k) != 1 || k[0] != (epp.DataKey{Type: epp.LatencyPredictionType, Producer: "predicted-latency-producer"}) {
 		t.Errorf("produces %v", k)
 	}
-	// The disagg fallback runs only the decode profile.
-	h := mk("disagg-profile-handler", `{"profiles":{"decode":"d"}}`).(epp.ProfileHandler)
 	profiles := []*epp.Profile{{Name: "prefill"}, {Name: "d"}}
-	if got := h.PickProfiles(nil, nil, profiles, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{"d"}) {
-		t.Errorf("picked %v", got)
-	}
-	res := map[string]*epp.ProfileResult{"d": {Targets: eps[:1]}}
-	if got := h.PickProfiles(nil, nil, profiles, res); len(got) != 0 {
-		t.Errorf("picked again %v", got)
-	}
-	out, err := h.ProcessResults(nil, nil, res)
-	if err != nil || out.PrimaryProfile != "d" || out.Target().Name != "a" {
-		t.Errorf("result %+v %v", out, err)
-	}
-	if _, err := h.ProcessResults(nil, nil, map[string]*epp.ProfileResult{"d": nil}); err == nil {
-		t.Error("failed profile accepted")
-	}
-	if c, ok := h.(epp.DataConsumer); !ok || len(c.Consumes()) != 2 {
-		t.Error("disagg fallback does not consume the prefix and token keys")
-	}
 	dp := mk("data-parallel-profile-handler", `{"primaryPort":8000}`).(epp.ProfileHandler)
 	if got := dp.PickProfiles(nil, nil, profiles, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{"prefill", "d"}) {
 		t.Errorf("dp picked %v", got)

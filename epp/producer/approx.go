@@ -53,12 +53,13 @@ func DefaultApproxPrefixParams() ApproxPrefixParams {
 // applied synchronously here (at dispatch).
 type ApproxPrefix struct {
 	epp.TypedName
-	cfg       ApproxPrefixParams
-	tailFirst bool
-	key       epp.DataKey
-	stateKey  epp.DataKey
-	idx       approxIndex
-	counts    []int // scratch: match count per pod id
+	cfg        ApproxPrefixParams
+	tailFirst  bool
+	offloadLRU bool
+	key        epp.DataKey
+	stateKey   epp.DataKey
+	idx        approxIndex
+	counts     []int // scratch: match count per pod id
 }
 
 // NewApproxPrefix validates p (after the deprecated blockSize mapping) and
@@ -112,6 +113,28 @@ func (a *ApproxPrefix) SetTailFirst(on bool) { a.tailFirst = on }
 
 // TailFirst reports the insertion order.
 func (a *ApproxPrefix) TailFirst() bool { return a.tailFirst }
+
+// UpstreamPR2292 is the name of the eppsim option for the behaviour
+// llm-d-router PR #2292 (open) proposes for issue #1650: with autoTune, a
+// pod whose engine reports the capacity of a CPU offload tier gets an LRU
+// of max(num_gpu_blocks, CPU capacity) entries instead of num_gpu_blocks
+// (pd-offload.md B.12; max, not sum, because the CPU tier holds a copy of
+// what the GPU holds). The CPU capacity is read in tokens and converted to
+// engine blocks, the unit num_gpu_blocks already has. vLLM 2f41c894
+// reports no CPU capacity (vLLM PR #51615 proposes
+// vllm:kv_offload_cpu_capacity_tokens); simulated replicas report it, so
+// the option shows what the PR would do once both land. The PR's in-place
+// resize when a reported size changes is not modelled: a simulated pod's
+// capacities never change.
+const UpstreamPR2292 = "pr2292"
+
+// SetOffloadLRU turns the UpstreamPR2292 behaviour on or off (default off:
+// ebab687 sizes the LRU to the GPU cache only). Like SetTailFirst it is an
+// eppsim option, not an upstream parameter.
+func (a *ApproxPrefix) SetOffloadLRU(on bool) { a.offloadLRU = on }
+
+// OffloadLRU reports whether the UpstreamPR2292 behaviour is on.
+func (a *ApproxPrefix) OffloadLRU() bool { return a.offloadLRU }
 
 // Produces is PrefixCacheMatchInfo/<name>.
 func (a *ApproxPrefix) Produces() []epp.DataKey { return []epp.DataKey{a.key} }
@@ -215,6 +238,9 @@ func (a *ApproxPrefix) PreRequest(_ *epp.Cycle, req *epp.Request, res *epp.Resul
 		capacity := DefaultLRUCapacityPerServer
 		if a.cfg.AutoTune && t.Metrics.CacheNumBlocks > 0 {
 			capacity = t.Metrics.CacheNumBlocks
+			if m := &t.Metrics; a.offloadLRU && m.CacheCPUCapacityTokens > 0 && m.CacheBlockSize > 0 {
+				capacity = max(capacity, m.CacheCPUCapacityTokens/m.CacheBlockSize)
+			}
 		} else if a.cfg.LRUCapacityPerServer > 0 {
 			capacity = a.cfg.LRUCapacityPerServer
 		}

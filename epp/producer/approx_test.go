@@ -336,3 +336,46 @@ func TestApproxInsertionOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestApproxOffloadLRUPR2292(t *testing.T) {
+	// llm-d-router #1650: with autoTune the LRU has num_gpu_blocks entries
+	// whatever the CPU tier holds; PR #2292 (an eppsim option) sizes it to
+	// max(GPU, CPU) when the engine reports its CPU capacity, converted to
+	// engine blocks (tokens / block_size).
+	for _, c := range []struct {
+		name          string
+		params        string
+		option        bool
+		gpu, cpuToks  int
+		wantCapacity  int
+		wantXAfterLRU int // X's match after Y: 3 if the LRU kept it, 0 if evicted
+	}{
+		{"upstream, CPU reported", "", false, 4, 160, 4, 0},
+		{"PR 2292, CPU larger", "", true, 4, 160, 10, 3},
+		{"PR 2292, CPU smaller: max, not sum", "", true, 4, 32, 4, 0},
+		{"PR 2292, no CPU reported", "", true, 4, 0, 4, 0},
+		{"PR 2292 without autoTune: lruCapacityPerServer", `{"autoTune":false,"lruCapacityPerServer":5}`, true, 4, 160, 5, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := approxWith(t, c.params)
+			a.SetOffloadLRU(c.option)
+			eps := newEndpoints("default/a")
+			eps[0].Metrics = epp.Metrics{CacheBlockSize: 16, CacheNumBlocks: c.gpu, CacheCPUCapacityTokens: c.cpuToks}
+			// X then Y, 3 router blocks each (256 bytes = 64 estimate
+			// tokens per block): 6 entries.
+			x, y := strings.Repeat("x", 3*256), strings.Repeat("y", 3*256)
+			for _, p := range []string{x, y} {
+				a.PreRequest(&epp.Cycle{}, produceOn(t, a, p, eps), resultFor(eps[0]))
+			}
+			if got := a.PodCapacity("default/a"); got != c.wantCapacity {
+				t.Fatalf("capacity %d, want %d", got, c.wantCapacity)
+			}
+			// X inserted first: an LRU of fewer than 6 entries evicted its
+			// head block, and the match walk stops there.
+			produceOn(t, a, x, eps)
+			if got := approxInfo(t, a, eps[0]).MatchBlocks; got != c.wantXAfterLRU {
+				t.Fatalf("X matches %d blocks, want %d", got, c.wantXAfterLRU)
+			}
+		})
+	}
+}

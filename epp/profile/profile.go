@@ -1,14 +1,14 @@
 // Package profile implements the EPP profile handlers (spec §2.2; llm-d-router
 // ebab687, pkg/epp/framework/plugins/scheduling/profilehandler).
 //
-// single-profile-handler is simulated exactly. The disaggregation handlers
-// (disagg-profile-handler, its deprecated alias pd-profile-handler) and the
-// deprecated data-parallel-profile-handler route across several pools or
-// ports, which eppsim's single-pool fleet does not model: they are accepted
-// with their upstream parameters, implement epp.NotSimulated, and fall back to
-// a documented single-profile behaviour (run only the decode profile, or the
-// first profile when there is none) so a run that uses them says so instead
-// of silently changing routing.
+// single-profile-handler and the disaggregation handlers
+// (disagg-profile-handler, its deprecated alias pd-profile-handler, and
+// their deciders; ../shared/spec/pd-offload.md A.2–A.3, disagg.go and
+// decider.go) are simulated. The deprecated data-parallel-profile-handler
+// rewrites the target to a rank port, which eppsim's fleet does not model:
+// it is accepted with its upstream parameters, implements epp.NotSimulated,
+// and falls back to a documented single-profile behaviour (run only the
+// decode profile, or the first profile when there is none).
 package profile
 
 import (
@@ -32,9 +32,16 @@ func Register(r *epp.Registry) {
 	r.Register(SingleType, func(name string, _ json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
 		return NewSingle(name), nil
 	})
+	r.Register(DataParallelType, dataParallelFactory)
+	RegisterDisagg(r)
+}
+
+// RegisterDisagg adds the disaggregation handlers (disagg-profile-handler,
+// pd-profile-handler) and the three deciders they reference.
+func RegisterDisagg(r *epp.Registry) {
 	r.Register(DisaggType, disaggFactory(DisaggType))
 	r.Register(PDType, disaggFactory(PDType))
-	r.Register(DataParallelType, dataParallelFactory)
+	registerDeciders(r)
 }
 
 // Single is single-profile-handler (spec §2.2): PickProfiles returns every
@@ -73,83 +80,18 @@ func (h *Single) ProcessResults(_ *epp.Cycle, _ *epp.Request, results map[string
 }
 
 // DefaultDecodeProfile is the decode profile name of the disaggregation
-// handlers.
+// handlers, and the profile the data-parallel fallback looks for first.
 const DefaultDecodeProfile = "decode"
 
-// DisaggParams are the parameters of disagg-profile-handler and
-// pd-profile-handler: the nested format (profiles, deciders) and the
-// deprecated flat format upstream still accepts, plus pd-profile-handler's
-// own fields. Mixing the two formats is an error, as upstream.
-type DisaggParams struct {
-	Profiles struct {
-		Decode  string `json:"decode"`
-		Prefill string `json:"prefill"`
-		Encode  string `json:"encode"`
-	} `json:"profiles"`
-	Deciders struct {
-		Prefill string `json:"prefill"`
-		Encode  string `json:"encode"`
-	} `json:"deciders"`
-
-	// Deprecated flat fields.
-	DecodeProfile            string `json:"decodeProfile"`
-	PrefillProfile           string `json:"prefillProfile"`
-	EncodeProfile            string `json:"encodeProfile"`
-	PrefillDeciderPluginName string `json:"prefillDeciderPluginName"`
-	EncodeDeciderPluginName  string `json:"encodeDeciderPluginName"`
-	DeciderPluginName        string `json:"deciderPluginName"`
-	// pd-profile-handler fields (deprecated or never used upstream).
-	PrimaryPort                 int    `json:"primaryPort"`
-	PrefixPluginType            string `json:"prefixPluginType"`
-	PrefixPluginName            string `json:"prefixPluginName"`
-	PrefixMatchInfoProducerName string `json:"prefixMatchInfoProducerName"`
-}
-
-func (p *DisaggParams) nested() bool {
-	return p.Profiles.Decode != "" || p.Profiles.Prefill != "" || p.Profiles.Encode != "" ||
-		p.Deciders.Prefill != "" || p.Deciders.Encode != ""
-}
-
-func (p *DisaggParams) flat() bool {
-	return p.DecodeProfile != "" || p.PrefillProfile != "" || p.EncodeProfile != "" ||
-		p.PrefillDeciderPluginName != "" || p.EncodeDeciderPluginName != "" || p.DeciderPluginName != ""
-}
-
-// Fallback is the handler eppsim uses in place of a multi-pool handler: it
-// runs only the decode profile (or, when no profile has that name, the first
-// configured profile), fails when that profile fails, and makes it primary.
-// It implements epp.NotSimulated with a reason naming the fallback.
+// Fallback is the handler eppsim uses in place of the deprecated
+// data-parallel-profile-handler: it runs only the decode profile (or, when
+// no profile has that name, the first configured profile), fails when that
+// profile fails, and makes it primary. It implements epp.NotSimulated with
+// a reason naming the fallback.
 type Fallback struct {
 	epp.TypedName
 	decode string
 	reason string
-}
-
-func disaggFactory(typ string) epp.Factory {
-	return func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
-		var p DisaggParams
-		if err := epp.DecodeParams(typ, name, params, &p); err != nil {
-			return nil, err
-		}
-		if p.nested() && p.flat() {
-			return nil, fmt.Errorf("plugin %q (type %s): cannot mix deprecated flat parameters (decodeProfile, prefillProfile, encodeProfile, "+
-				"deciderPluginName, prefillDeciderPluginName, encodeDeciderPluginName) with nested parameters (profiles, deciders): use one format or the other", name, typ)
-		}
-		if p.PrimaryPort != 0 && (p.PrimaryPort < 1 || p.PrimaryPort > 65535) {
-			return nil, fmt.Errorf("plugin %q (type %s): invalid primaryPort: must be between 1 and 65535, got %d", name, typ, p.PrimaryPort)
-		}
-		decode := p.Profiles.Decode
-		if decode == "" {
-			decode = p.DecodeProfile
-		}
-		if decode == "" {
-			decode = DefaultDecodeProfile
-		}
-		reason := fmt.Sprintf("%s disaggregates prefill/encode onto separate pools, which the single-pool simulator does not model; "+
-			"eppsim runs only the %q profile (or the first profile if there is none) as a single-profile handler, "+
-			"and no prefill/encode profile or decider runs", typ, decode)
-		return &Fallback{TypedName: epp.TypedName{PluginType: typ, PluginName: name}, decode: decode, reason: reason}, nil
-	}
 }
 
 // DataParallelParams are data-parallel-profile-handler's parameters.

@@ -40,7 +40,8 @@ func profiles(names ...string) []*epp.Profile {
 func TestRegisteredTypes(t *testing.T) {
 	r := epp.NewRegistry()
 	Register(r)
-	want := []string{DataParallelType, DisaggType, PDType, SingleType}
+	want := []string{DataParallelType, DisaggType, PDType, SingleType,
+		PrefixBasedPDDeciderType, AlwaysDisaggPDDeciderType, AlwaysDisaggMultimodalDeciderType}
 	slices.Sort(want)
 	if got := r.Types(); !slices.Equal(got, want) {
 		t.Fatalf("types %v", got)
@@ -82,54 +83,38 @@ func TestSingle(t *testing.T) {
 	}
 }
 
-func TestFallbackHandlers(t *testing.T) {
-	tests := []struct {
-		typ, params string
-		profiles    []string
-		want        string
-	}{
-		{DisaggType, `{"deciders":{"prefill":"prefix-based-pd-decider"}}`, []string{"prefill", "decode"}, "decode"},
-		{DisaggType, `{"deciders":{"encode":"always-disagg-multimodal-decider","prefill":"prefix-based-pd-decider"}}`, []string{"encode", "prefill", "decode"}, "decode"},
-		{DisaggType, `{"profiles":{"decode":"d"}}`, []string{"p", "d"}, "d"},
-		{DisaggType, "", []string{"x", "y"}, "x"},
-		{PDType, `{"decodeProfile":"dd","prefillProfile":"pp","primaryPort":8000,"prefixPluginType":"prefix-cache-scorer"}`, []string{"pp", "dd"}, "dd"},
-		{DataParallelType, `{"primaryPort":8000}`, []string{"default"}, "default"},
+func TestDataParallelFallback(t *testing.T) {
+	h := build(t, DataParallelType, `{"primaryPort":8000}`)
+	ns, ok := h.(epp.NotSimulated)
+	if !ok || !strings.Contains(ns.NotSimulatedReason(), "not model") || !strings.Contains(ns.NotSimulatedReason(), DataParallelType) {
+		t.Fatalf("not-simulated reason %v", ns)
 	}
-	for _, tt := range tests {
-		h := build(t, tt.typ, tt.params)
-		ns, ok := h.(epp.NotSimulated)
-		if !ok || !strings.Contains(ns.NotSimulatedReason(), "not model") || !strings.Contains(ns.NotSimulatedReason(), tt.typ) {
-			t.Fatalf("%s: not-simulated reason %v", tt.typ, ns)
-		}
+	for _, tt := range []struct {
+		profiles []string
+		want     string
+	}{{[]string{"default"}, "default"}, {[]string{"prefill", "decode"}, "decode"}} {
 		ps := profiles(tt.profiles...)
-		got := h.PickProfiles(nil, nil, ps, map[string]*epp.ProfileResult{})
-		if !slices.Equal(got, []string{tt.want}) {
-			t.Errorf("%s %s: pick %v, want %s", tt.typ, tt.params, got, tt.want)
+		if got := h.PickProfiles(nil, nil, ps, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{tt.want}) {
+			t.Errorf("pick %v, want %s", got, tt.want)
 			continue
 		}
 		ok2 := &epp.ProfileResult{Targets: []*epp.Endpoint{{EndpointInfo: &epp.EndpointInfo{Name: "e"}}}}
 		results := map[string]*epp.ProfileResult{tt.want: ok2}
 		if again := h.PickProfiles(nil, nil, ps, results); len(again) != 0 {
-			t.Errorf("%s: second pick %v", tt.typ, again)
+			t.Errorf("second pick %v", again)
 		}
 		res, err := h.ProcessResults(nil, nil, results)
 		if err != nil || res.PrimaryProfile != tt.want || res.Target().Name != "e" {
-			t.Errorf("%s: result %+v %v", tt.typ, res, err)
+			t.Errorf("result %+v %v", res, err)
 		}
 		if _, err := h.ProcessResults(nil, nil, map[string]*epp.ProfileResult{tt.want: nil}); err == nil {
-			t.Errorf("%s: failed profile accepted", tt.typ)
+			t.Error("failed profile accepted")
 		}
-	}
-	if got := build(t, DisaggType, "").PickProfiles(nil, nil, nil, nil); len(got) != 0 {
-		t.Fatalf("no profiles: %v", got)
 	}
 }
 
 func TestFallbackParamErrors(t *testing.T) {
 	errs := []struct{ typ, params, want string }{
-		{DisaggType, `{"profiles":{"decode":"d"},"decodeProfile":"x"}`, "cannot mix"},
-		{DisaggType, `{"deciders":{"decode":"x"}}`, "unknown field"},
-		{PDType, `{"primaryPort":70000}`, "invalid primaryPort"},
 		{DataParallelType, `{"primaryPort":-1}`, "invalid primaryPort"},
 		{DataParallelType, `{"port":1}`, "unknown field"},
 	}
@@ -172,31 +157,4 @@ func (firstPicker) Pick(_ *epp.Cycle, _ *epp.Request, s []epp.ScoredEndpoint) []
 		return nil
 	}
 	return []*epp.Endpoint{s[0].Endpoint}
-}
-
-func TestDeciders(t *testing.T) {
-	r := epp.NewRegistry()
-	RegisterDeciders(r)
-	for _, typ := range []string{PrefixBasedPDDeciderType, AlwaysDisaggPDDeciderType, AlwaysDisaggMultimodalDeciderType} {
-		f, ok := r.Lookup(typ)
-		if !ok {
-			t.Fatalf("%s not registered", typ)
-		}
-		p, err := f("d", nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Type() != typ || p.(epp.NotSimulated).NotSimulatedReason() == "" {
-			t.Errorf("%s: %v", typ, p)
-		}
-	}
-	f, _ := r.Lookup(PrefixBasedPDDeciderType)
-	if _, err := f("d", json.RawMessage(`{"nonCachedTokens":16}`), nil); err != nil {
-		t.Error(err)
-	}
-	for params, want := range map[string]string{`{"nonCachedTokens":-1}`: "cannot be negative", `{"tokens":1}`: "unknown field"} {
-		if _, err := f("d", json.RawMessage(params), nil); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v", params, err)
-		}
-	}
 }
