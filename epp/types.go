@@ -185,6 +185,14 @@ type Request struct {
 	Body []byte
 	// Priority from the InferenceObjective; < 0 is sheddable (spec §2.1).
 	Priority int
+	// Objective is the request's InferenceObjective name and FairnessID
+	// its flow-control fairness ID (flow-control.md §2; Router.Identify).
+	Objective  string
+	FairnessID string
+	// Usage is the response's usage block (prompt and completion tokens)
+	// as the end-of-stream hooks read it; nil when the response carries
+	// none.
+	Usage *Usage
 	// ServerPromptTokens are the prompt token IDs the model server computes
 	// (chat template applied, then its tokenizer). A token-producer configured
 	// with a vLLM /render backend returns exactly these: the simulator has
@@ -194,7 +202,15 @@ type Request struct {
 	// spec §5.1).
 	Tokenized *TokenizedRequest
 
-	attrs attributes
+	attrs  attributes
+	parsed bool // Parse accepted the body
+	// pending is a scheduling cycle suspended by a waiting producer.
+	pending *pending
+}
+
+// Usage is an OpenAI response's usage block.
+type Usage struct {
+	PromptTokens, CompletionTokens int
 }
 
 // Get returns request-scoped data stored under key.
