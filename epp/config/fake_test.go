@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/admitter"
+	"github.com/eppsim/eppsim/epp/flowcontrol"
 	"github.com/eppsim/eppsim/epp/parser"
 	"github.com/eppsim/eppsim/epp/plugins"
 	"github.com/eppsim/eppsim/epp/profile"
@@ -16,7 +18,9 @@ import (
 // the fallback entries of epp/plugins. They test the loader alone, whatever
 // state the real plugin packages are in; the disaggregation handlers and
 // deciders are the real ones (epp/profile), since the loader resolves the
-// deciders they reference.
+// deciders they reference, and so are the flow-control policies and the
+// admitters (epp/flowcontrol, epp/admitter), since the loader builds the
+// flow-control layer from them.
 
 type fake struct {
 	epp.TypedName
@@ -232,6 +236,8 @@ func fakeRegistry(log *[]string) *epp.Registry {
 	})
 	parser.Register(r)
 	profile.RegisterDisagg(r)
+	flowcontrol.Register(r)
+	admitter.Register(r)
 	plugins.RegisterFallbacks(r)
 	return r
 }

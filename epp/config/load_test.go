@@ -301,8 +301,30 @@ func TestShippedNotSimulatedAndWarnings(t *testing.T) {
 			t.Errorf("reason %q", n.Reason)
 		}
 	}
-	if !slices.Equal(names, []string{"program-aware-fairness", "featureGates.flowControl"}) {
+	if len(names) != 0 {
 		t.Errorf("not simulated %v", names)
+	}
+	// §15: band 0 copies defaultPriorityBand, so it runs program-aware
+	// fairness with FCFS ordering, 1e9 bytes and 5000 requests; TTLs 60/60 s;
+	// the static usage-limit policy.
+	want := &config.FlowControlInfo{
+		Bands:               []config.BandInfo{{Priority: 0, MaxBytes: 1e9, MaxRequests: 5000, FairnessPolicy: "program-aware-fairness", OrderingPolicy: "fcfs-ordering-policy"}},
+		DefaultPriorityBand: config.BandInfo{Priority: 0, MaxBytes: 1e9, MaxRequests: 5000, FairnessPolicy: "program-aware-fairness", OrderingPolicy: "fcfs-ordering-policy"},
+		DefaultRequestTTL:   "1m0s", NoEndpointRequestTTL: "1m0s", UsageLimitPolicy: "static-usage-limit-policy", SaturationDetector: "utilization-detector",
+	}
+	if !reflect.DeepEqual(l.FlowControl, want) {
+		t.Errorf("flow control\n got %+v\nwant %+v", l.FlowControl, want)
+	}
+	sr := loadShared(t, "soft-reflective-ceiling-epp-config.yaml")
+	if len(sr.NotSimulated) != 0 || sr.FlowControl == nil || sr.FlowControl.UsageLimitPolicy != "soft-reflective-ceiling-policy" ||
+		len(sr.FlowControl.Bands) != 1 || sr.FlowControl.Bands[0].FairnessPolicy != "global-strict-fairness-policy" {
+		t.Errorf("soft-reflective: not simulated %v, flow control %+v", sr.NotSimulated, sr.FlowControl)
+	}
+	// The probabilistic admitter's config leaves the gate off (§15 finding
+	// 6): no flow-control layer, the neutered detector feeds the legacy gate.
+	pa := loadShared(t, "probabilistic-admitter-epp-config.yaml")
+	if pa.FlowControl != nil || len(pa.NotSimulated) != 0 || pa.SaturationDetector != "utilization-detector" || len(pa.Router().Admitters) != 1 {
+		t.Errorf("probabilistic admitter: flow control %+v, not simulated %v, detector %q", pa.FlowControl, pa.NotSimulated, pa.SaturationDetector)
 	}
 
 	g := loadShared(t, "sim-epp-gpu-config.yaml")

@@ -56,7 +56,6 @@ type spec struct {
 const (
 	nativeMetrics = "simulated natively: the simulator scrapes every replica's vLLM gauges each --refresh-metrics-interval (default 50 ms) into the EPP's metrics (spec §7.1)"
 	nativeFleet   = "simulated natively: the endpoints are the simulated fleet, known to the EPP from the start"
-	inertFlow     = "inert: flow control is off by default; with featureGates flowControl on, eppsim reports flow control as not simulated"
 )
 
 func tokenDep() epp.Dependency {
@@ -80,10 +79,6 @@ func fallbackSpecs() []spec {
 		{typ: "file-discovery", infra: nativeFleet},
 		{typ: "models-data-source", infra: "simulated natively: every replica serves the workload's model"},
 		{typ: "models-data-extractor", infra: "simulated natively: every replica serves the workload's model"},
-		// Flow-control defaults (spec §1.3 step 3).
-		{typ: "fcfs-ordering-policy", infra: inertFlow},
-		{typ: "global-strict-fairness-policy", infra: inertFlow},
-		{typ: "static-usage-limit-policy", infra: inertFlow},
 
 		// Not simulated.
 		{typ: "vllmgrpc-parser", kind: kParser,
@@ -108,12 +103,6 @@ func fallbackSpecs() []spec {
 			reason: "not simulated: needs node topology; fallback: scores 0 for every endpoint (upstream's unknown-topology score)"},
 		{typ: "slo-headroom-tier-filter", kind: kFilter, keys: []string{"epsilonExploreNeg"},
 			reason: "not simulated: needs latency predictions; fallback: keeps every endpoint (upstream's no-prediction behaviour)"},
-		{typ: "probabilistic-admitter",
-			reason: "not simulated: admission plugins; fallback: admits every request (legacy admission with the saturation detector still applies)"},
-		{typ: "program-aware-fairness",
-			reason: "not simulated: flow-control fairness policy; fallback: legacy admission (requests are never queued)"},
-		{typ: "soft-reflective-ceiling-policy",
-			reason: "not simulated: flow-control usage-limit policy; fallback: legacy admission (requests are never queued)"},
 		{typ: "data-parallel-profile-handler", kind: kHandler, mode: runAll, keys: []string{"primaryPort"},
 			reason: "not simulated (deprecated type): data-parallel rank routing by port; each simulated endpoint is one engine; fallback: behaves as single-profile-handler"},
 		{typ: "header-profile-handler", kind: kHandler, mode: runOne,
