@@ -236,6 +236,7 @@ func fakeRegistry(log *[]string) *epp.Registry {
 	})
 	parser.Register(r)
 	profile.RegisterDisagg(r)
+	profile.RegisterDataParallel(r)
 	flowcontrol.Register(r)
 	admitter.Register(r)
 	plugins.RegisterFallbacks(r)

@@ -103,8 +103,6 @@ func fallbackSpecs() []spec {
 			reason: "not simulated: needs node topology; fallback: scores 0 for every endpoint (upstream's unknown-topology score)"},
 		{typ: "slo-headroom-tier-filter", kind: kFilter, keys: []string{"epsilonExploreNeg"},
 			reason: "not simulated: needs latency predictions; fallback: keeps every endpoint (upstream's no-prediction behaviour)"},
-		{typ: "data-parallel-profile-handler", kind: kHandler, mode: runAll, keys: []string{"primaryPort"},
-			reason: "not simulated (deprecated type): data-parallel rank routing by port; each simulated endpoint is one engine; fallback: behaves as single-profile-handler"},
 		{typ: "header-profile-handler", kind: kHandler, mode: runOne,
 			reason: "not simulated (alpha): header-selected profiles; fallback: runs the first profile"},
 	}

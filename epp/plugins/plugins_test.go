@@ -196,11 +196,6 @@ func TestFallbackBehaviour(t *testing.T) {
 	if k := lp.Produces(); len(k) != 1 || k[0] != (epp.DataKey{Type: epp.LatencyPredictionType, Producer: "predicted-latency-producer"}) {
 		t.Errorf("produces %v", k)
 	}
-	profiles := []*epp.Profile{{Name: "prefill"}, {Name: "d"}}
-	dp := mk("data-parallel-profile-handler", `{"primaryPort":8000}`).(epp.ProfileHandler)
-	if got := dp.PickProfiles(nil, nil, profiles, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{"prefill", "d"}) {
-		t.Errorf("dp picked %v", got)
-	}
 	if _, ok := mk("vllmgrpc-parser", "").(config.Parser); !ok {
 		t.Error("vllmgrpc-parser is not a config.Parser")
 	}
