@@ -152,6 +152,14 @@ type PrefixCacheMatchInfo struct {
 	CachedByTier     map[string]int // precise producer only
 }
 
+// EncoderCacheMatchInfo is what mm-embeddings-cache-producer attaches per
+// endpoint (flow-control.md §14.3): the request's distinct multimodal items
+// (Total) and how many of them the endpoint's encoder cache holds
+// (Matched); mm-embeddings-cache-scorer reads Matched ÷ Total.
+type EncoderCacheMatchInfo struct {
+	Matched, Total int
+}
+
 // InFlightLoad is the live in-flight counter of an endpoint (spec §8).
 type InFlightLoad struct {
 	Requests int
@@ -228,6 +236,9 @@ type TokenizedRequest struct {
 	CacheSalt string
 	// MultiModal lists the placeholders of multimodal items (spec §5.2.1).
 	MultiModal []MultiModalFeature
+	// FromServer marks tokens the model server computed (the vLLM render
+	// or UDS backends), as opposed to the estimate backend's pseudo-tokens.
+	FromServer bool
 }
 
 // MultiModalFeature records one multimodal placeholder run in the tokens.

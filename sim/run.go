@@ -532,6 +532,11 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	r.hashEng = r.fleet[0].eng
 	r.reuse = workload.NewPrefixReuse(r.hashEng.Config().BlockSize)
 	router.SetObjectives(opts.Objectives)
+	if r.flow != nil {
+		// The flow controller looks the pool up through this router (a
+		// Loaded's routers share one controller).
+		r.flow.SetPool(router.LivePool)
+	}
 	if m, ok := r.flow.(interface{ SetMetricsRefresh(int64) }); ok {
 		m.SetMetricsRefresh(opts.ScrapeInterval)
 	}

@@ -222,6 +222,17 @@ func fakeRegistry(log *[]string) *epp.Registry {
 	producerType("token-producer", epp.TokenizedPromptType)
 	producerType("approx-prefix-cache-producer", epp.PrefixCacheMatchInfoType, tokenDep)
 	producerType("precise-prefix-cache-producer", epp.PrefixCacheMatchInfoType, tokenDep)
+	producerType("burst-prefix-cache-producer", epp.PrefixCacheMatchInfoType, tokenDep)
+	r.Register("mm-embeddings-cache-producer", func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+		var p struct {
+			CacheSizeInMBPerServer int `json:"cacheSizeInMBPerServer"`
+		}
+		if err := epp.DecodeParams("mm-embeddings-cache-producer", name, params, &p); err != nil {
+			return nil, err
+		}
+		return &fakeProducer{fake: fake{TypedName: tn("mm-embeddings-cache-producer", name), deps: []epp.Dependency{tokenDep},
+			keys: []epp.DataKey{{Type: epp.EncoderCacheMatchInfoType, Producer: name}}}, log: log}, nil
+	})
 	producerType("inflight-load-producer", epp.InFlightLoadType,
 		epp.Dependency{Key: epp.DataKey{Type: epp.PrefixCacheMatchInfoType, Producer: epp.ApproxPrefixProducer}})
 	// Test-only types.

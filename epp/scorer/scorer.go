@@ -54,7 +54,7 @@ func Register(r *epp.Registry) {
 	r.Register(RunningRequestsType, noParams(func(name string) epp.Plugin { return NewRunningRequests(name) }))
 	r.Register(KVCacheUtilizationType, noParams(func(name string) epp.Plugin { return NewKVCacheUtilization(name) }))
 	r.Register(LoraAffinityType, noParams(func(name string) epp.Plugin { return NewLoraAffinity(name) }))
-	r.Register(MMEmbeddingsCacheType, noParams(func(name string) epp.Plugin { return NewMMEmbeddingsCache(name) }))
+	r.Register(MMEmbeddingsCacheType, mmEmbeddingsCacheFactory)
 	r.Register(LoadAwareType, loadAwareFactory)
 	r.Register(ActiveRequestType, activeRequestFactory)
 	r.Register(TokenLoadType, tokenLoadFactory)
