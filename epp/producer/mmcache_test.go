@@ -25,7 +25,9 @@ func TestMMEmbeddingsProducer(t *testing.T) {
 		t.Fatalf("capacities %d", m.Capacity())
 	}
 	eps := burstPods("ns/a", "ns/b")
-	info := func(e *epp.Endpoint) (epp.EncoderCacheMatchInfo, bool) { return epp.Attr[epp.EncoderCacheMatchInfo](e, m.key) }
+	info := func(e *epp.Endpoint) (epp.EncoderCacheMatchInfo, bool) {
+		return epp.Attr[epp.EncoderCacheMatchInfo](e, m.key)
+	}
 	route := func(r *epp.Request, to *epp.Endpoint) {
 		m.PreRequest(nil, r, &epp.Result{PrimaryProfile: "default", Profiles: map[string]*epp.ProfileResult{"default": {Targets: []*epp.Endpoint{to}}}})
 	}
