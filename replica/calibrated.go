@@ -168,7 +168,7 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 func LoadCalibration(path string) (Calibration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Calibration{}, fmt.Errorf("calibration: %w", err)
+		return Calibration{}, err // *PathError: names the file
 	}
 	return ParseCalibration(data, path)
 }

@@ -154,33 +154,42 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
-	printMAPE(w, "eppsim (in sample)", rep.Rows, rep.MAPEs())
+	rows := []mapeRow{{"eppsim, in sample", rep.MAPEs()}}
 	if lomo := recordedLOMO(c); len(lomo) > 0 {
-		printMAPE(w, "leave one model out (as calibrate measured it)", nil, lomo)
+		rows = append(rows, mapeRow{"leave one model out (as calibrate measured it)", lomo})
 	}
+	printMAPE(w, rows...)
 	printOthers(w, rep)
 	printOverloaded(w, rep)
 	fmt.Fprintf(w, "\nwrote %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.MarkdownFile, latency.PlotName, f.out)
 	return nil
 }
 
-// printMAPE prints one line of whole-run MAPE per metric.
-func printMAPE(w io.Writer, label string, _ []latency.Row, m map[string]float64) {
+// mapeRow is one labelled line of whole-run MAPE per metric.
+type mapeRow struct {
+	label string
+	mape  map[string]float64
+}
+
+// printMAPE prints rows of whole-run MAPE per metric as one table.
+func printMAPE(w io.Writer, rows ...mapeRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "MAPE\t")
 	for _, name := range latency.Metrics {
 		fmt.Fprintf(tw, "%s\t", name)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "%s\t", label)
-	for _, name := range latency.Metrics {
-		if v, ok := m[name]; ok && !math.IsNaN(v) {
-			fmt.Fprintf(tw, "%.1f%%\t", v)
-		} else {
-			fmt.Fprint(tw, "–\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t", r.label)
+		for _, name := range latency.Metrics {
+			if v, ok := r.mape[name]; ok && !math.IsNaN(v) {
+				fmt.Fprintf(tw, "%.1f%%\t", v)
+			} else {
+				fmt.Fprint(tw, "–\t")
+			}
 		}
+		fmt.Fprintln(tw)
 	}
-	fmt.Fprintln(tw)
 	tw.Flush()
 }
 
@@ -388,8 +397,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	fmt.Fprintln(w)
 	printFit(w, rep)
 	fmt.Fprintln(w)
-	printMAPE(w, "in sample", rep.Rows, rep.MAPEs())
-	printOthers(w, rep)
+	rows := []mapeRow{{"in sample", rep.MAPEs()}}
 	if rep.LOMO != nil {
 		lm := map[string]float64{}
 		for _, m := range latency.Metrics {
@@ -397,8 +405,10 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 				lm[m] = v
 			}
 		}
-		printMAPE(w, "leave one model out", rep.LOMO, lm)
+		rows = append(rows, mapeRow{"leave one model out", lm})
 	}
+	printMAPE(w, rows...)
+	printOthers(w, rep)
 	printOverloaded(w, rep)
 	if f.report != "" {
 		if err := rep.WriteDir(f.report, f.dpi); err != nil {
