@@ -67,11 +67,10 @@ type ClassRow struct {
 
 // classAcc accumulates one ClassRow.
 type classAcc struct {
-	row                     ClassRow
-	ttft, e2e, epp, queue   []float64
-	rejWait                 float64
-	rejWaited               int
-	objective, priority, id bool
+	row                   ClassRow
+	ttft, e2e, epp, queue []float64
+	rejWait               float64
+	rejWaited             int
 }
 
 func (c *classAcc) add(r *sim.Record) {

@@ -58,10 +58,6 @@ const (
 	nativeFleet   = "simulated natively: the endpoints are the simulated fleet, known to the EPP from the start"
 )
 
-func tokenDep() epp.Dependency {
-	return epp.Dependency{Key: epp.DataKey{Type: epp.TokenizedPromptType, Producer: epp.TokenProducer}, Required: true}
-}
-
 func keyOf(typ string) func(name string) []epp.DataKey {
 	return func(name string) []epp.DataKey { return []epp.DataKey{{Type: typ, Producer: name}} }
 }
