@@ -49,12 +49,15 @@ func shippedFleet(t *testing.T, file string) []sim.ReplicaSpec {
 // config but epp-mm-embeddings-cache-config.yaml runs on the shared
 // Mooncake trace with nothing reported as not simulated, except the
 // multimodal encode stage of the two E/P/D configs (the replicas have no
-// encoder); the mm config fails to load naming cacheSizeInMB, as upstream's
-// strict decoding does (flow-control.md §0 finding 5, §14.3). Every
-// request ends completed or rejected. With -short only the first 300
-// requests run (the not-simulated list is decided at load time, so the
-// shorter run checks it as well); the whole trace takes about two
-// minutes on two cores.
+// encoder) and the plugins of notSimulatedYet, which no spec of
+// ../shared/spec describes beyond a line; the mm config fails to load
+// naming cacheSizeInMB, as upstream's strict decoding does
+// (flow-control.md §0 finding 5, §14.3). Every request ends completed or
+// rejected. The first 1,000 requests of the trace run, or
+// 300 with -short: the not-simulated list is decided at load time, so a
+// shorter run checks it as well. (The whole trace takes about 2.5
+// minutes on two cores, most of it sim-epp-no-hit-lru.yaml's;
+// docs/flow-control.md gives the command that runs them all.)
 func TestShippedConfigsSimulated(t *testing.T) {
 	dir := filepath.Dir(sharedPD)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -67,7 +70,7 @@ func TestShippedConfigsSimulated(t *testing.T) {
 	if len(files) != 19 {
 		t.Errorf("%d shipped configs, want 19", len(files))
 	}
-	n := 0
+	n := 1000
 	if testing.Short() {
 		n = 300
 	}
@@ -92,8 +95,15 @@ func TestShippedConfigsSimulated(t *testing.T) {
 					!strings.Contains(s.Config.NotSimulated[0], "no vision or audio encoder") {
 					t.Errorf("not simulated %q, want the encode stage alone, with its reason", s.Config.NotSimulated)
 				}
-			} else if len(s.Config.NotSimulated) != 0 {
-				t.Errorf("not simulated %q", s.Config.NotSimulated)
+			} else {
+				var names []string
+				for _, n := range s.Config.NotSimulated {
+					name, _, _ := strings.Cut(n, ":")
+					names = append(names, name)
+				}
+				if strings.Join(names, ",") != strings.Join(notSimulatedYet[file], ",") {
+					t.Errorf("not simulated %q, want %q", s.Config.NotSimulated, notSimulatedYet[file])
+				}
 			}
 			if s.Requests.Total == 0 || s.Requests.Complete+s.Requests.Rejected+s.Requests.InFlight != s.Requests.Total {
 				t.Errorf("requests %+v", s.Requests)
@@ -103,3 +113,12 @@ func TestShippedConfigsSimulated(t *testing.T) {
 }
 
 const mmShipped = "epp-mm-embeddings-cache-config.yaml"
+
+// notSimulatedYet are the plugins of shipped configs still reported as
+// not simulated, outside issue #16's scope: DCGM GPU telemetry and node
+// topology (../shared/spec/epp.md §1.4 lists them as alpha; it gives the
+// topology scores but not how an extractor finds hosts, racks and zones).
+var notSimulatedYet = map[string][]string{
+	"sim-epp-gpu-config.yaml":     {"dcgm-source (dcgm-data-source)", "dcgm-extractor"},
+	"pd-topology-epp-config.yaml": {"topology-extractor", "topology-affinity-filter", "topology-affinity-scorer"},
+}
