@@ -54,7 +54,7 @@ func shippedFleet(t *testing.T, file string) []sim.ReplicaSpec {
 // naming cacheSizeInMB, as upstream's strict decoding does
 // (flow-control.md §0 finding 5, §14.3). Every request ends completed or
 // rejected. The first 1,000 requests of the trace run, or
-// 300 with -short: the not-simulated list is decided at load time, so a
+// 20 with -short: the not-simulated list is decided at load time, so a
 // shorter run checks it as well. (The whole trace takes about 2.5
 // minutes on two cores, most of it sim-epp-no-hit-lru.yaml's;
 // docs/flow-control.md gives the command that runs them all.)
@@ -72,7 +72,7 @@ func TestShippedConfigsSimulated(t *testing.T) {
 	}
 	n := 1000
 	if testing.Short() {
-		n = 300
+		n = 20
 	}
 	encode := map[string]bool{"sim-e-p-d-epp-config.yaml": true, "sim-e-pd-epp-config.yaml": true}
 	for _, f := range files {
