@@ -115,10 +115,52 @@ func TestShippedConfigsSimulated(t *testing.T) {
 const mmShipped = "epp-mm-embeddings-cache-config.yaml"
 
 // notSimulatedYet are the plugins of shipped configs still reported as
-// not simulated, outside issue #16's scope: DCGM GPU telemetry and node
-// topology (../shared/spec/epp.md §1.4 lists them as alpha; it gives the
-// topology scores but not how an extractor finds hosts, racks and zones).
+// not simulated, outside issue #16's scope: DCGM GPU telemetry
+// (../shared/spec/epp.md §1.4 lists it as alpha and says no more).
 var notSimulatedYet = map[string][]string{
-	"sim-epp-gpu-config.yaml":     {"dcgm-source (dcgm-data-source)", "dcgm-extractor"},
-	"pd-topology-epp-config.yaml": {"topology-extractor", "topology-affinity-filter", "topology-affinity-scorer"},
+	"sim-epp-gpu-config.yaml": {"dcgm-source (dcgm-data-source)", "dcgm-extractor"},
+}
+
+// TestPDTopologyColocates: pd-topology-epp-config.yaml on two hosts, each
+// with one prefill and one decode pod (kubernetes.io/hostname labels):
+// its topology-affinity-filter keeps, for the prefill profile, the
+// prefill pods on the decode pick's host (epp.md §9, minAffinity host), so
+// every disaggregated request is prefilled on the host of its decode pod.
+func TestPDTopologyColocates(t *testing.T) {
+	path := filepath.Join(filepath.Dir(sharedPD), "pd-topology-epp-config.yaml")
+	if _, err := os.Stat(path); err != nil {
+		t.Skip("shared configs not found")
+	}
+	spec := testSpec(t, 80)
+	p, err := replica.LookupPreset("llama-3.1-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Fleet = sim.UniformFleet(4, p)
+	roles := []string{"prefill", "prefill", "decode", "decode"}
+	hosts := []string{"node-a", "node-b", "node-a", "node-b"}
+	for i := range spec.Fleet {
+		spec.Fleet[i].Labels = map[string]string{sim.RoleLabel: roles[i], "kubernetes.io/hostname": hosts[i]}
+	}
+	var recs []sim.Record
+	s, err := Run(spec, ForSource(path), Hooks{OnRecord: func(r *sim.Record) { recs = append(recs, *r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Config.NotSimulated) != 0 {
+		t.Fatalf("not simulated %q", s.Config.NotSimulated)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.PD == nil || !r.PD.Disaggregated {
+			continue
+		}
+		n++
+		if hosts[r.PD.PrefillReplica] != hosts[r.Replica] {
+			t.Errorf("request %d: prefill on %s, decode on %s", r.ID, hosts[r.PD.PrefillReplica], hosts[r.Replica])
+		}
+	}
+	if n == 0 {
+		t.Fatal("no request was disaggregated")
+	}
 }

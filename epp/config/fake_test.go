@@ -175,7 +175,19 @@ func fakeRegistry(log *[]string) *epp.Registry {
 		}
 		return &fakeScorer{fake: fake{TypedName: tn("endpoint-attribute-scorer", name)}}, nil
 	})
-	for _, t := range []string{"decode-filter", "prefill-filter", "encode-filter", "endpoint-attribute-filter"} {
+	r.Register("topology-affinity-scorer", func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+		if err := decodeAny("topology-affinity-scorer", name, params); err != nil {
+			return nil, err
+		}
+		return &fakeScorer{fake: fake{TypedName: tn("topology-affinity-scorer", name)}}, nil
+	})
+	r.Register("topology-extractor", func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+		if err := decodeAny("topology-extractor", name, params); err != nil {
+			return nil, err
+		}
+		return &fake{TypedName: tn("topology-extractor", name)}, nil
+	})
+	for _, t := range []string{"decode-filter", "prefill-filter", "encode-filter", "endpoint-attribute-filter", "topology-affinity-filter"} {
 		r.Register(t, func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
 			if err := decodeAny(t, name, params); err != nil {
 				return nil, err

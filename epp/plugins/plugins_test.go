@@ -120,7 +120,7 @@ func TestShippedDisaggConfigs(t *testing.T) {
 		"sim-pd-epp-config.yaml":      nil,
 		"sim-e-p-d-epp-config.yaml":   {"always-disagg-multimodal-decider"},
 		"sim-e-pd-epp-config.yaml":    {"always-disagg-multimodal-decider"},
-		"pd-topology-epp-config.yaml": {"topology-extractor", "topology-affinity-filter", "topology-affinity-scorer"},
+		"pd-topology-epp-config.yaml": nil,
 	} {
 		path := filepath.Join("../../../shared/epp-configs", file)
 		l, err := config.LoadFile(path, config.Options{Registry: plugins.Builtin(), Seed: 1})
@@ -201,13 +201,8 @@ func TestFallbackBehaviour(t *testing.T) {
 		return p
 	}
 	eps := []*epp.Endpoint{{EndpointInfo: &epp.EndpointInfo{Name: "a"}}, {EndpointInfo: &epp.EndpointInfo{Name: "b"}}}
-	if got := mk("topology-affinity-filter", "").(epp.Filter).Filter(nil, nil, eps); len(got) != 2 {
+	if got := mk("slo-headroom-tier-filter", "").(epp.Filter).Filter(nil, nil, eps); len(got) != 2 {
 		t.Errorf("filter kept %d", len(got))
-	}
-	scores := []float64{0, 0}
-	mk("topology-affinity-scorer", "").(epp.Scorer).Score(nil, nil, eps, scores)
-	if scores[0] != 0 || scores[1] != 0 {
-		t.Errorf("scores %v", scores)
 	}
 	lp := mk("predicted-latency-producer", "").(epp.DataProducer)
 	if k := lp.Produces(); len(k) != 1 || k[0] != (epp.DataKey{Type: epp.LatencyPredictionType, Producer: "predicted-latency-producer"}) {

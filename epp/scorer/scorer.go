@@ -55,6 +55,7 @@ func Register(r *epp.Registry) {
 	r.Register(KVCacheUtilizationType, noParams(func(name string) epp.Plugin { return NewKVCacheUtilization(name) }))
 	r.Register(LoraAffinityType, noParams(func(name string) epp.Plugin { return NewLoraAffinity(name) }))
 	r.Register(MMEmbeddingsCacheType, mmEmbeddingsCacheFactory)
+	r.Register(TopologyAffinityType, topologyAffinityFactory)
 	r.Register(LoadAwareType, loadAwareFactory)
 	r.Register(ActiveRequestType, activeRequestFactory)
 	r.Register(TokenLoadType, tokenLoadFactory)

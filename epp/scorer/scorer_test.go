@@ -50,7 +50,7 @@ func TestRegisteredTypes(t *testing.T) {
 		ActiveRequestType, ContextLengthAwareType, EndpointAttrFilterType, EndpointAttributeType,
 		HeaderLabelAffinityType, KVCacheUtilizationType, LatencyType, LoadAwareType, LoraAffinityType,
 		MMEmbeddingsCacheType, NoHitLRUType, PrefixCacheType, QueueType, RunningRequestsType,
-		SessionAffinityFilterType, SessionAffinityType, TokenLoadType,
+		SessionAffinityFilterType, SessionAffinityType, TokenLoadType, TopologyAffinityType,
 	}
 	slices.Sort(want)
 	if got := r.Types(); !slices.Equal(got, want) {
