@@ -58,6 +58,9 @@ func lineStyle(i int, width vg.Length) draw.LineStyle {
 // renderPlots draws every plot as SVG and PNG.
 func (o *Output) renderPlots() ([]renderedPlot, error) {
 	figs := []figure{o.ladderFigure(), o.ttftFigure(), o.predictedFigure(), o.hitRatioFigure(), o.loadFigure()}
+	if o.meta.Classes {
+		figs = append(figs, o.ttftByClassFigure())
+	}
 	out := make([]renderedPlot, 0, len(figs))
 	for _, f := range figs {
 		rp, err := render(f, o.DPI)

@@ -189,6 +189,9 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 		opts.KVEventLag = 0 // the oracle baseline sees KV events without lag
 	}
 	agg := report.NewAggregator()
+	if l.FlowControl != nil {
+		agg.WithClasses()
+	}
 	opts.OnRecord = func(r *sim.Record) {
 		agg.Add(r)
 		if hooks.OnRecord != nil {
@@ -243,6 +246,23 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 	}
 	if len(spec.Upstream) > 0 {
 		rc.EPP.Upstream = slices.Clone(spec.Upstream)
+	}
+	// Request identity (flow-control.md §2): the workload's priority mix
+	// and fairness source, and the InferenceObjectives the EPP knows.
+	for _, c := range w.Classes {
+		rc.Workload.PriorityClasses = append(rc.Workload.PriorityClasses, fmt.Sprintf("%s=%d:%g", c.Name, c.Priority, c.Share))
+	}
+	rc.Workload.FairnessID = w.FairnessID
+	if len(opts.Objectives) > 0 {
+		var objs []string
+		for _, o := range opts.Objectives {
+			if o.Priority == nil {
+				objs = append(objs, o.Name)
+			} else {
+				objs = append(objs, fmt.Sprintf("%s=%d", o.Name, *o.Priority))
+			}
+		}
+		rc.Environment["inference_objectives"] = objs
 	}
 	if opts.Duration > 0 {
 		rc.Workload.Duration = time.Duration(opts.Duration).String()

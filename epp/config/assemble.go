@@ -43,6 +43,18 @@ func (l *Loaded) Router() *epp.Router {
 		}
 		r.Profiles = append(r.Profiles, cp)
 	}
+	r.Detector = l.SaturationDetectorPlugin()
+	// Admit plugins run in configuration declaration order
+	// (flow-control.md §16.5).
+	for _, ps := range l.Config.Plugins {
+		if a, ok := l.Plugin(ps.Name).(epp.Admitter); ok {
+			r.Admitters = append(r.Admitters, a)
+		}
+	}
+	if l.flow != nil {
+		r.Flow = l.flow
+		l.flow.SetPool(r.LivePool)
+	}
 	for _, in := range l.Plugins {
 		if h, ok := in.Plugin.(epp.PreRequestHook); ok {
 			r.PreRequest = append(r.PreRequest, h)

@@ -5,8 +5,8 @@ import "github.com/eppsim/eppsim/epp"
 // Register adds this package's plugin types to r: token-producer (and its
 // legacy alias tokenizer), approx-prefix-cache-producer,
 // precise-prefix-cache-producer, precise-prefix-cache-scorer (deprecated),
-// inflight-load-producer, session-id-producer and
-// burst-prefix-cache-producer (not simulated).
+// inflight-load-producer, session-id-producer, burst-prefix-cache-producer
+// and mm-embeddings-cache-producer.
 func Register(r *epp.Registry) {
 	r.Register(TokenProducerType, tokenFactory(TokenProducerType))
 	r.Register(LegacyTokenizerType, tokenFactory(LegacyTokenizerType))
@@ -16,6 +16,7 @@ func Register(r *epp.Registry) {
 	r.Register(InFlightLoadType, inflightFactory)
 	r.Register(SessionIDType, sessionFactory)
 	r.Register(BurstPrefixType, burstFactory)
+	r.Register(MMEmbeddingsType, mmEmbeddingsFactory)
 }
 
 // Compile-time interface checks.
@@ -41,5 +42,5 @@ var (
 	_ epp.PreRequestHook  = (*SessionID)(nil)
 	_ epp.DataProducer    = (*BurstPrefix)(nil)
 	_ epp.DataConsumer    = (*BurstPrefix)(nil)
-	_ epp.NotSimulated    = (*BurstPrefix)(nil)
+	_ epp.Waiter          = (*BurstPrefix)(nil)
 )

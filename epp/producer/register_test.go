@@ -12,7 +12,7 @@ func TestRegisterAndDataKeys(t *testing.T) {
 	Register(r)
 	want := []string{
 		"approx-prefix-cache-producer", "burst-prefix-cache-producer", "inflight-load-producer",
-		"precise-prefix-cache-producer", "precise-prefix-cache-scorer", "session-id-producer",
+		"mm-embeddings-cache-producer", "precise-prefix-cache-producer", "precise-prefix-cache-scorer", "session-id-producer",
 		"token-producer", "tokenizer",
 	}
 	if got := r.Types(); !reflect.DeepEqual(got, want) {
@@ -22,6 +22,7 @@ func TestRegisterAndDataKeys(t *testing.T) {
 		"approx-prefix-cache-producer":  {"PrefixCacheMatchInfoDataKey/approx-prefix-cache-producer"},
 		"burst-prefix-cache-producer":   {"PrefixCacheMatchInfoDataKey/burst-prefix-cache-producer"},
 		"inflight-load-producer":        {"InFlightLoadDataKey/inflight-load-producer", "UncachedRequestTokens/inflight-load-producer"},
+		"mm-embeddings-cache-producer":  {"EncoderCacheMatchInfo/mm-embeddings-cache-producer"},
 		"precise-prefix-cache-producer": {"PrefixCacheMatchInfoDataKey/precise-prefix-cache-producer"},
 		"precise-prefix-cache-scorer":   {"PrefixCacheMatchInfoDataKey/precise-prefix-cache-scorer"},
 		"session-id-producer":           {"SessionID/session-id-producer", "BoundEndpoint/session-id-producer"},
@@ -31,6 +32,7 @@ func TestRegisterAndDataKeys(t *testing.T) {
 	consumes := map[string][]epp.Dependency{
 		"approx-prefix-cache-producer":  {{Key: TokenizedPromptKey, Required: true}},
 		"burst-prefix-cache-producer":   {{Key: TokenizedPromptKey, Required: true}},
+		"mm-embeddings-cache-producer":  {{Key: TokenizedPromptKey, Required: true}},
 		"precise-prefix-cache-producer": {{Key: TokenizedPromptKey, Required: true}},
 		"precise-prefix-cache-scorer":   {{Key: TokenizedPromptKey, Required: false}},
 		"inflight-load-producer": {
@@ -62,9 +64,8 @@ func TestRegisterAndDataKeys(t *testing.T) {
 		if !reflect.DeepEqual(deps, consumes[typ]) {
 			t.Errorf("%s consumes %+v", typ, deps)
 		}
-		_, ns := p.(epp.NotSimulated)
-		if ns != (typ == "burst-prefix-cache-producer") {
-			t.Errorf("%s NotSimulated = %v", typ, ns)
+		if _, ns := p.(epp.NotSimulated); ns {
+			t.Errorf("%s is reported not simulated", typ)
 		}
 	}
 }

@@ -136,8 +136,9 @@ func (t *TokenProducer) Produce(_ *epp.Cycle, req *epp.Request, _ []*epp.Endpoin
 			return nil
 		}
 		tr = &epp.TokenizedRequest{
-			Prompts:   [][]uint32{req.ServerPromptTokens},
-			CacheSalt: prefixhash.CacheSalt(req.Body),
+			Prompts:    [][]uint32{req.ServerPromptTokens},
+			CacheSalt:  prefixhash.CacheSalt(req.Body),
+			FromServer: true,
 		}
 	}
 	if tr.TokenCount() == 0 {
