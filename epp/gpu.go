@@ -9,7 +9,7 @@ import "fmt"
 // dcgm-extractor turns its DCGM_FI_DEV_GPU_UTIL gauges (0–100, the share of
 // the exporter's sampling period during which a kernel ran, one per GPU)
 // into the endpoint attribute GPUUtilization: the maximum over the pod's
-// GPUs divided by 100. eppsim's convention (docs/epp.md §4):
+// GPUs divided by 100. eppsim's convention (docs/epp.md, "GPU telemetry"):
 //
 //   - a replica's GPUs are busy while one of its engine steps is in flight;
 //     with tensor parallelism every GPU is equally busy, so the maximum over

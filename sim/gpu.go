@@ -9,7 +9,7 @@ import (
 )
 
 // GPU telemetry: the replicas' dcgm-exporters and the EPP's
-// dcgm-data-source polls (the EPP side is epp/gpu.go; docs/epp.md §4).
+// dcgm-data-source polls (the EPP side is epp/gpu.go; docs/epp.md, "GPU telemetry").
 //
 // Convention. A replica's GPUs are busy while one of its engine steps is in
 // flight, from BeginStep to the step's end; with tensor parallelism every
