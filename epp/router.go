@@ -142,10 +142,18 @@ type Router struct {
 	// (after the producers and Admit plugins): the simulator measures the
 	// replicas' caches at that instant.
 	OnDecide func(c *Cycle, req *Request)
+	// GPUPolls are the configured dcgm-data-sources that feed a
+	// dcgm-extractor (gpu.go): the simulator runs their exporters and
+	// polls and stores GPUUtilizationKey (SetAttribute). Empty when the
+	// configuration has no such pair.
+	GPUPolls []GPUPoll
 
 	endpoints []*EndpointInfo
 	metrics   []Metrics
-	index     map[string]int
+	// attrs are the data-layer attributes of each endpoint (SetAttribute),
+	// copied into every candidate.
+	attrs []attributes
+	index map[string]int
 }
 
 // AddEndpoint registers a model-server pod. Candidate order is registration
@@ -158,6 +166,7 @@ func (r *Router) AddEndpoint(info EndpointInfo) {
 	r.index[info.Name] = len(r.endpoints)
 	r.endpoints = append(r.endpoints, &ei)
 	r.metrics = append(r.metrics, Metrics{})
+	r.attrs = append(r.attrs, nil)
 }
 
 // Endpoints returns the registered endpoints in order.
@@ -184,11 +193,15 @@ func (r *Router) MetricsOf(name string) (Metrics, bool) {
 }
 
 // Candidates returns a fresh per-request snapshot of every endpoint (spec
-// §2.1 steps 5–6).
+// §2.1 steps 5–6): identity, last scrape and data-layer attributes (a copy,
+// so what a cycle's producers Put stays with the cycle).
 func (r *Router) Candidates() []*Endpoint {
 	eps := make([]*Endpoint, len(r.endpoints))
 	for i, info := range r.endpoints {
 		eps[i] = &Endpoint{EndpointInfo: info, Metrics: r.metrics[i]}
+		if a := r.attrs[i]; len(a) > 0 {
+			eps[i].attrs = append(make(attributes, 0, len(a)+2), a...)
+		}
 	}
 	return eps
 }

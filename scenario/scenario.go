@@ -221,6 +221,14 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 	if l.Disaggregates() {
 		pdConfig(s.Config, spec.Fleet, opts)
 	}
+	if len(router.GPUPolls) > 0 {
+		// Only a config that polls DCGM has simulated dcgm-exporters.
+		w := opts.DCGMCollectInterval
+		if w == 0 {
+			w = sim.DefaultDCGMCollectInterval
+		}
+		s.Config.Environment["dcgm_collect_interval"] = time.Duration(w).String()
+	}
 	if n := ra.Skipped(); n > 0 {
 		s.Config.Workload.SkippedInvalid = n
 		for _, err := range ra.SkippedErrors()[:min(n, maxSkipExamples)] {

@@ -49,8 +49,9 @@ func shippedFleet(t *testing.T, file string) []sim.ReplicaSpec {
 // config but epp-mm-embeddings-cache-config.yaml runs on the shared
 // Mooncake trace with nothing reported as not simulated, except the
 // multimodal encode stage of the two E/P/D configs (the replicas have no
-// encoder) and the plugins of notSimulatedYet, which no spec of
-// ../shared/spec describes beyond a line; the mm config fails to load
+// encoder); the GPU config's DCGM pair runs simulated dcgm-exporters, whose
+// collect interval (the default, 30 s) the run config records, as no
+// other config's does; the mm config fails to load
 // naming cacheSizeInMB, as upstream's strict decoding does
 // (flow-control.md §0 finding 5, §14.3). Every request ends completed or
 // rejected. The first 1,000 requests of the trace run, or
@@ -95,15 +96,11 @@ func TestShippedConfigsSimulated(t *testing.T) {
 					!strings.Contains(s.Config.NotSimulated[0], "no vision or audio encoder") {
 					t.Errorf("not simulated %q, want the encode stage alone, with its reason", s.Config.NotSimulated)
 				}
-			} else {
-				var names []string
-				for _, n := range s.Config.NotSimulated {
-					name, _, _ := strings.Cut(n, ":")
-					names = append(names, name)
-				}
-				if strings.Join(names, ",") != strings.Join(notSimulatedYet[file], ",") {
-					t.Errorf("not simulated %q, want %q", s.Config.NotSimulated, notSimulatedYet[file])
-				}
+			} else if len(s.Config.NotSimulated) != 0 {
+				t.Errorf("not simulated %q, want none", s.Config.NotSimulated)
+			}
+			if w, ok := s.Config.Environment["dcgm_collect_interval"]; ok != (file == "sim-epp-gpu-config.yaml") || (ok && w != "30s") {
+				t.Errorf("dcgm_collect_interval %v (recorded %v)", w, ok)
 			}
 			if s.Requests.Total == 0 || s.Requests.Complete+s.Requests.Rejected+s.Requests.InFlight != s.Requests.Total {
 				t.Errorf("requests %+v", s.Requests)
@@ -113,13 +110,6 @@ func TestShippedConfigsSimulated(t *testing.T) {
 }
 
 const mmShipped = "epp-mm-embeddings-cache-config.yaml"
-
-// notSimulatedYet are the plugins of shipped configs still reported as
-// not simulated, outside issue #16's scope: DCGM GPU telemetry
-// (../shared/spec/epp.md §1.4 lists it as alpha and says no more).
-var notSimulatedYet = map[string][]string{
-	"sim-epp-gpu-config.yaml": {"dcgm-source (dcgm-data-source)", "dcgm-extractor"},
-}
 
 // TestPDTopologyColocates: pd-topology-epp-config.yaml on two hosts, each
 // with one prefill and one decode pod (kubernetes.io/hostname labels):

@@ -62,6 +62,11 @@ type Options struct {
 	// objective header names one, whose priority the request gets
 	// (flow-control.md §2); their priorities are flow control's bands.
 	Objectives []epp.Objective
+	// DCGMCollectInterval is every replica's dcgm-exporter collect
+	// interval (its --collect-interval, ns; 0 means
+	// DefaultDCGMCollectInterval), used when the EPP config has a
+	// dcgm-data-source with a dcgm-extractor (gpu.go).
+	DCGMCollectInterval int64
 }
 
 // PDOptions are the costs of the P/D request path outside the engines
@@ -298,6 +303,7 @@ const (
 	evFlowTick
 	evFlowSweep
 	evResume // a data producer's wait ends (burst window)
+	evDCGM   // the dcgm-exporters publish (gpu.go)
 )
 
 const kindShift = 56
@@ -354,6 +360,9 @@ type fleetReplica struct {
 	wakeAt int64
 	// Gauge sums over the scrapes (ReplicaResult).
 	kvSum, kvPeak, waitSum, runSum float64
+	// busy is the replica's GPU busy time for its dcgm-exporter (used
+	// only when runner.gpu is set).
+	busy gpuBusy
 }
 
 // ingestDelay is one request's non-blocking ingest delay (ns): the mean,
@@ -432,6 +441,9 @@ type runner struct {
 	measureAtDecide bool
 	deciding        *flight // the flight whose cycle runs now (OnDecide)
 	usageWanted     bool
+	// gpu runs the dcgm-exporters and the EPP's DCGM polls (nil: the
+	// config has none).
+	gpu *gpuTelemetry
 }
 
 // cancelPoll is how many events a run fires between two looks at its
@@ -554,6 +566,13 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		}
 	}
 	r.usageWanted = len(router.Response) > 0
+	if len(router.GPUPolls) > 0 {
+		g, err := newGPUTelemetry(r.fleet, router.GPUPolls, opts)
+		if err != nil {
+			return nil, &FleetError{err}
+		}
+		r.gpu = g
+	}
 	for _, p := range router.Producers {
 		for _, k := range p.Produces() {
 			if k.Type != epp.PrefixCacheMatchInfoType {
@@ -573,6 +592,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	if opts.SampleInterval > 0 && opts.OnSample != nil {
 		r.loop.At(0, r, arg(evSample, 0))
 	}
+	if r.gpu != nil {
+		r.loop.AtPhase(r.gpu.collect, Early, r, arg(evDCGM, 0))
+	}
 	r.pull()
 	if r.err == nil {
 		r.loop.Run(-1)
@@ -583,6 +605,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	// Time-series samples are observation, not simulation: they count in
 	// neither figure, so a run reports the same with and without them.
 	r.res.Events = r.loop.Fired() - r.samples
+	if r.gpu != nil {
+		r.res.Events -= r.gpu.ticks
+	}
 	r.res.SimTime = r.lastEvent
 	r.res.InFlight = len(r.slotByID)
 	for _, fr := range r.fleet {
@@ -671,7 +696,7 @@ func (r *runner) fail(err error) {
 func (r *runner) Fire(now int64, a uint64) {
 	idx := int(a & (1<<kindShift - 1))
 	kind := a >> kindShift
-	if kind != evScrape && kind != evSample {
+	if kind != evScrape && kind != evSample && kind != evDCGM {
 		r.work--
 	}
 	if r.done != nil && r.loop.Fired()%cancelPoll == 0 {
@@ -717,6 +742,9 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.scrape(now)
 	case evSample:
 		r.sample(now)
+		return
+	case evDCGM:
+		r.gpuTick(now)
 		return
 	case evKV:
 		b := r.kv[idx]
@@ -1290,6 +1318,9 @@ func (r *runner) kick(now int64, i int) {
 		return
 	}
 	fr.inStep = true
+	if r.gpu != nil {
+		fr.busy.begin(now)
+	}
 	r.at(now+d, evStepEnd, i)
 }
 
@@ -1310,6 +1341,9 @@ func (r *runner) wake(now int64, i int) {
 func (r *runner) stepEnd(now int64, i int) {
 	fr := r.fleet[i]
 	fr.inStep = false
+	if r.gpu != nil {
+		fr.busy.end(now)
+	}
 	out := fr.eng.EndStep(now)
 	if len(out.Pulled) > 0 {
 		r.pulled(now, out.Pulled)
@@ -1438,6 +1472,9 @@ func (r *runner) scrape(now int64) {
 			KVCacheUsagePercent: g.KVCacheUsagePerc, CacheBlockSize: g.BlockSize, CacheNumBlocks: g.NumGPUBlocks,
 			CacheCPUCapacityTokens: g.CPUCacheCapacityTokens, UpdateTime: now,
 		})
+	}
+	if r.gpu != nil {
+		r.gpuPoll(r.scrapes - 1)
 	}
 	r.flowTimers(now)
 	if r.active() {

@@ -47,7 +47,8 @@ func TestEPPValidateShippedConfigs(t *testing.T) {
 		"auto-created producers: approx-prefix-cache-producer (for PrefixCacheMatchInfoDataKey/approx-prefix-cache-producer (required by prefix-cache-scorer)), token-producer",
 		"scorers: prefix-cache-scorer ×2",
 		"not simulated:\n",
-		"  dcgm-source (dcgm-data-source): DCGM GPU telemetry needs real GPUs; fallback:",
+		"  dcgm-source: simulated: polls each replica's simulated dcgm-exporter every 1s (rounded to a multiple of --refresh-metrics-interval)",
+		"  dcgm-extractor: simulated: stores each endpoint's last polled GPU utilization",
 		"apiVersion inference.networking.x-k8s.io/v1alpha1 is deprecated",
 	} {
 		if !strings.Contains(out, want) {

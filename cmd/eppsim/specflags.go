@@ -60,6 +60,7 @@ type specFlags struct {
 	pcieGBps    float64
 	jobOverhead time.Duration
 	pd          pdFlags
+	dcgmCollect time.Duration
 	upstream    []string
 	classes     []string
 	objectives  []string
@@ -99,6 +100,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.pcieGBps, "offload-pcie-bandwidth", 0, fmt.Sprintf("GB/s per GPU of the CPU tier's copies, each way (default %g, an estimate: PCIe Gen5 x16 pinned; Gen4 is about 22)", replica.DefaultOffloadPCIeGBps))
 	fl.DurationVar(&f.jobOverhead, "offload-job-overhead", 0, fmt.Sprintf("fixed cost of one CPU tier copy job (default %gµs, an estimate)", replica.DefaultOffloadJobOverheadUs))
 	f.pd.register(fl)
+	fl.DurationVar(&f.dcgmCollect, "dcgm-collect-interval", time.Duration(sim.DefaultDCGMCollectInterval), "dcgm-exporter's --collect-interval on every replica, when the EPP config polls DCGM (dcgm-data-source with dcgm-extractor): each exporter publishes the replica's GPU busy share of every such period (docs/epp.md, GPU telemetry)")
 	fl.StringArrayVar(&f.upstream, "epp-upstream", nil, "turn on a later llm-d-router behaviour in every EPP config, named after the upstream change (repeatable): "+upstreamHelp())
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
@@ -194,6 +196,7 @@ func (f *specFlags) check() error {
 		{"duration", f.duration, false}, {"warmup", f.warmup, false}, {"kv-event-lag", f.kvLag, false},
 		{"epp-latency", f.eppLatency, false}, {"network-latency", f.netLatency, false},
 		{"refresh-metrics-interval", f.refresh, true}, {"timeseries-interval", f.sampleEvery, true},
+		{"dcgm-collect-interval", f.dcgmCollect, true},
 		{"offload-job-overhead", f.jobOverhead, false},
 		{"pd-transfer-base-latency", f.pd.base, false}, {"pd-handshake", f.pd.handshake, false},
 		{"pd-hop", f.pd.hop, false}, {"pd-response", f.pd.response, false}, {"pd-notify", f.pd.notify, false},
@@ -307,6 +310,7 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 			EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
 			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
 			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f), Objectives: objs,
+			DCGMCollectInterval: int64(f.dcgmCollect),
 		},
 		Upstream: f.upstream,
 	}, nil

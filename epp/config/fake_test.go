@@ -10,6 +10,7 @@ import (
 	"github.com/eppsim/eppsim/epp/flowcontrol"
 	"github.com/eppsim/eppsim/epp/parser"
 	"github.com/eppsim/eppsim/epp/plugins"
+	"github.com/eppsim/eppsim/epp/producer"
 	"github.com/eppsim/eppsim/epp/profile"
 )
 
@@ -20,7 +21,8 @@ import (
 // deciders are the real ones (epp/profile), since the loader resolves the
 // deciders they reference, and so are the flow-control policies and the
 // admitters (epp/flowcontrol, epp/admitter), since the loader builds the
-// flow-control layer from them.
+// flow-control layer from them; and so are the DCGM data-layer plugins
+// (epp/producer), whose wiring the assembler reads.
 
 type fake struct {
 	epp.TypedName
@@ -260,6 +262,7 @@ func fakeRegistry(log *[]string) *epp.Registry {
 	parser.Register(r)
 	profile.RegisterDisagg(r)
 	profile.RegisterDataParallel(r)
+	producer.RegisterDCGM(r)
 	flowcontrol.Register(r)
 	admitter.Register(r)
 	plugins.RegisterFallbacks(r)

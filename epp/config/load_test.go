@@ -354,13 +354,14 @@ func TestShippedNotSimulatedAndWarnings(t *testing.T) {
 		t.Errorf("probabilistic admitter: flow control %+v, not simulated %v, detector %q", pa.FlowControl, pa.NotSimulated, pa.SaturationDetector)
 	}
 
+	// The DCGM pair is simulated: the assembled router polls dcgm-source
+	// every second (its interval) for its dcgm-extractor.
 	g := loadShared(t, "sim-epp-gpu-config.yaml")
-	var gns []string
-	for _, n := range g.NotSimulated {
-		gns = append(gns, n.Name)
+	if len(g.NotSimulated) != 0 {
+		t.Errorf("gpu not simulated %v", g.NotSimulated)
 	}
-	if !slices.Equal(gns, []string{"dcgm-source", "dcgm-extractor"}) {
-		t.Errorf("gpu not simulated %v", gns)
+	if got := g.Router().GPUPolls; !slices.Equal(got, []epp.GPUPoll{{Source: "dcgm-source", Interval: 1e9}}) {
+		t.Errorf("gpu polls %+v", got)
 	}
 	// The filter and scorer names are the configured ones.
 	if p := g.Profiles[0]; !slices.Equal(p.Filters, []string{"decode-filter", "gpu-utilization-filter"}) ||
@@ -769,5 +770,47 @@ func TestNotSimulatedItemString(t *testing.T) {
 		if got := c.item.String(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.item, got, c.want)
 		}
+	}
+}
+
+// TestGPUPollWiring: the assembled router polls a dcgm-data-source only
+// when dataLayer.sources wires a dcgm-extractor to it, with the source's
+// interval (0 without one), whatever the plugins' names.
+func TestGPUPollWiring(t *testing.T) {
+	head := "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\n"
+	tail := "schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"
+	for _, c := range []struct {
+		name, plugins, sources string
+		want                   []epp.GPUPoll
+	}{
+		{"wired", "- type: dcgm-data-source\n  name: src\n  parameters: {interval: 250ms}\n- type: dcgm-extractor\n  name: ex\n",
+			"  - pluginRef: src\n    extractors:\n    - pluginRef: ex\n", []epp.GPUPoll{{Source: "src", Interval: 250e6}}},
+		{"no interval", "- type: dcgm-data-source\n- type: dcgm-extractor\n",
+			"  - pluginRef: dcgm-data-source\n    extractors:\n    - pluginRef: dcgm-extractor\n", []epp.GPUPoll{{Source: "dcgm-data-source"}}},
+		{"two sources", "- type: dcgm-data-source\n  name: a\n- type: dcgm-data-source\n  name: b\n  parameters: {interval: 2s}\n- type: dcgm-extractor\n",
+			"  - pluginRef: a\n    extractors:\n    - pluginRef: dcgm-extractor\n  - pluginRef: b\n    extractors:\n    - pluginRef: dcgm-extractor\n",
+			[]epp.GPUPoll{{Source: "a"}, {Source: "b", Interval: 2e9}}},
+		{"source without extractor", "- type: dcgm-data-source\n- type: dcgm-extractor\n",
+			"  - pluginRef: dcgm-data-source\n    extractors: []\n", nil},
+		{"extractor on the metrics source", "- type: metrics-data-source\n- type: core-metrics-extractor\n- type: dcgm-extractor\n",
+			"  - pluginRef: metrics-data-source\n    extractors:\n    - pluginRef: core-metrics-extractor\n    - pluginRef: dcgm-extractor\n", nil},
+		{"not in the data layer", "- type: dcgm-data-source\n- type: dcgm-extractor\n", "", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := head + c.plugins + tail
+			if c.sources != "" {
+				src += "dataLayer:\n  sources:\n" + c.sources
+			}
+			l, err := config.Load([]byte(src), opts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := l.Router().GPUPolls; !slices.Equal(got, c.want) {
+				t.Errorf("polls %+v, want %+v", got, c.want)
+			}
+			if len(l.NotSimulated) != 0 {
+				t.Errorf("not simulated %v", l.NotSimulated)
+			}
+		})
 	}
 }

@@ -11,10 +11,10 @@
 //     scraping, endpoint discovery). They accept their parameters and do
 //     nothing; Infrastructure() says why.
 //   - Not simulated: plugins that need an outside service or hardware
-//     (latency-predictor sidecar, DCGM, node topology, a multimodal
-//     encoder). They implement epp.NotSimulated with "not simulated: <reason>;
-//     fallback: <what eppsim does instead>", and a fallback behaviour that
-//     never silently changes routing beyond what the fallback says.
+//     (the latency-predictor sidecar, a multimodal encoder). They
+//     implement epp.NotSimulated with "not simulated: <reason>; fallback:
+//     <what eppsim does instead>", and a fallback behaviour that never
+//     silently changes routing beyond what the fallback says.
 //
 // Fallback entries are registered only for types still missing, so a
 // sibling package that implements a type always wins. See docs/epp.md for

@@ -166,8 +166,8 @@ func TestFallbackParameters(t *testing.T) {
 	cases := []struct {
 		typ, params, err string
 	}{
-		{"dcgm-data-source", `{"port":9400,"interval":"1s"}`, ""},
-		{"dcgm-data-source", `[1,2]`, "want an object"},
+		{"models-data-source", `{"port":8000,"interval":"1s"}`, ""},
+		{"models-data-source", `[1,2]`, "want an object"},
 		{"metrics-data-source", `null`, ""},
 	}
 	for _, c := range cases {

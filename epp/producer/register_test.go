@@ -11,7 +11,7 @@ func TestRegisterAndDataKeys(t *testing.T) {
 	r := epp.NewRegistry()
 	Register(r)
 	want := []string{
-		"approx-prefix-cache-producer", "burst-prefix-cache-producer", "inflight-load-producer",
+		"approx-prefix-cache-producer", "burst-prefix-cache-producer", "dcgm-data-source", "dcgm-extractor", "inflight-load-producer",
 		"mm-embeddings-cache-producer", "precise-prefix-cache-producer", "precise-prefix-cache-scorer", "session-id-producer",
 		"token-producer", "tokenizer",
 	}
@@ -49,6 +49,9 @@ func TestRegisterAndDataKeys(t *testing.T) {
 		}
 		if p.Type() != typ || p.Name() != typ {
 			t.Errorf("%s: type %s name %s", typ, p.Type(), p.Name())
+		}
+		if typ == DCGMSourceType || typ == DCGMExtractorType {
+			continue // data-layer plugins (dcgm_test.go), not cycle producers
 		}
 		var keys []string
 		for _, k := range p.(epp.DataProducer).Produces() {
