@@ -30,7 +30,10 @@ func TestEveryMetricIsDefined(t *testing.T) {
 			t.Errorf("docs/metrics.md has no section for %s", group)
 		}
 	}
-	for _, col := range strings.Split(report.RequestsHeader+","+report.PDColumns+","+report.TimeseriesHeader, ",") {
+	if !strings.Contains(doc, "### `classes`") {
+		t.Error("docs/metrics.md has no section for classes")
+	}
+	for _, col := range strings.Split(report.RequestsHeader+","+report.PDColumns+","+report.ClassColumns+","+report.TimeseriesHeader, ",") {
 		if !strings.Contains(doc, col) {
 			t.Errorf("CSV column %s is not described in docs/metrics.md", col)
 		}

@@ -3,6 +3,7 @@ package epp
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // WeightedScorer is a scorer reference in a profile with its weight.
@@ -125,10 +126,34 @@ type Router struct {
 	KVConsumers []KVEventConsumer
 	// Record makes Schedule fill ProfileResult.Trace.
 	Record bool
+	// Admitters are the Admit plugins in configuration order (director
+	// step 9, flow-control.md §13).
+	Admitters []Admitter
+	// Detector is flowControl.saturationDetector: the legacy gate's, and
+	// flow control's (flow-control.md §4, §6.3).
+	Detector SaturationDetector
+	// Flow is the flow-control layer when the flowControl feature gate is
+	// on; nil means the legacy gate (flow-control.md §1).
+	Flow FlowControl
+	// Objectives maps InferenceObjective names to their priorities
+	// (SetObjectives; flow-control.md §2).
+	Objectives map[string]*int
+	// OnDecide, when set, is called right before the scheduler decides
+	// (after the producers and Admit plugins): the simulator measures the
+	// replicas' caches at that instant.
+	OnDecide func(c *Cycle, req *Request)
+	// GPUPolls are the configured dcgm-data-sources that feed a
+	// dcgm-extractor (gpu.go): the simulator runs their exporters and
+	// polls and stores GPUUtilizationKey (SetAttribute). Empty when the
+	// configuration has no such pair.
+	GPUPolls []GPUPoll
 
 	endpoints []*EndpointInfo
 	metrics   []Metrics
-	index     map[string]int
+	// attrs are the data-layer attributes of each endpoint (SetAttribute),
+	// copied into every candidate.
+	attrs []attributes
+	index map[string]int
 }
 
 // AddEndpoint registers a model-server pod. Candidate order is registration
@@ -141,6 +166,7 @@ func (r *Router) AddEndpoint(info EndpointInfo) {
 	r.index[info.Name] = len(r.endpoints)
 	r.endpoints = append(r.endpoints, &ei)
 	r.metrics = append(r.metrics, Metrics{})
+	r.attrs = append(r.attrs, nil)
 }
 
 // Endpoints returns the registered endpoints in order.
@@ -167,11 +193,15 @@ func (r *Router) MetricsOf(name string) (Metrics, bool) {
 }
 
 // Candidates returns a fresh per-request snapshot of every endpoint (spec
-// §2.1 steps 5–6).
+// §2.1 steps 5–6): identity, last scrape and data-layer attributes (a copy,
+// so what a cycle's producers Put stays with the cycle).
 func (r *Router) Candidates() []*Endpoint {
 	eps := make([]*Endpoint, len(r.endpoints))
 	for i, info := range r.endpoints {
 		eps[i] = &Endpoint{EndpointInfo: info, Metrics: r.metrics[i]}
+		if a := r.attrs[i]; len(a) > 0 {
+			eps[i].attrs = append(make(attributes, 0, len(a)+2), a...)
+		}
 	}
 	return eps
 }
@@ -182,6 +212,15 @@ func (r *Router) Candidates() []*Endpoint {
 // configured, or none claims it and there is no fallback) the body is not
 // checked.
 func (r *Router) Parse(req *Request) error {
+	if req.parsed {
+		return nil
+	}
+	err := r.parse(req)
+	req.parsed = err == nil
+	return err
+}
+
+func (r *Router) parse(req *Request) error {
 	var fallback RequestParser
 	for _, p := range r.Parsers {
 		switch p.Claim(req) {
@@ -237,17 +276,88 @@ func (r *Router) Schedule(c *Cycle, req *Request) (*Result, error) {
 }
 
 // ScheduleOn is Schedule on an explicit candidate snapshot. A body its
-// parser rejects returns the *BadRequestError before any plugin runs.
+// parser rejects returns the *BadRequestError before any plugin runs (a
+// request Parse accepted before is not parsed again). When a data
+// producer makes the request wait (a *WaitError, e.g. a burst window), the
+// cycle is suspended and ScheduleOn returns that error: Resume continues
+// it at the time the error names.
 func (r *Router) ScheduleOn(c *Cycle, req *Request, candidates []*Endpoint) (*Result, error) {
 	if err := r.Parse(req); err != nil {
 		return nil, err
 	}
 	if len(candidates) == 0 {
-		return nil, fmt.Errorf("request %s: no endpoints", req.ID)
+		return nil, &RequestError{Status: http.StatusServiceUnavailable, DroppedReason: "rejected-no-endpoints", Cause: CauseNoEndpoints,
+			Msg: "no endpoints available"}
 	}
+	return r.run(c, req, candidates, 0)
+}
+
+// Resume continues a scheduling cycle that a data producer suspended
+// (ScheduleOn returned a *WaitError), at c.Now ≥ the time it named.
+func (r *Router) Resume(c *Cycle, req *Request) (*Result, error) {
+	p := req.pending
+	if p == nil {
+		return nil, fmt.Errorf("request %s: no suspended scheduling cycle to resume", req.ID)
+	}
+	req.pending = nil
+	return r.run(c, req, p.candidates, p.next)
+}
+
+// Waiter is implemented by data producers that can make a request wait
+// (a *WaitError from Produce).
+type Waiter interface {
+	MayWait() bool
+}
+
+// MayWait reports whether a data producer can suspend scheduling cycles.
+func (r *Router) MayWait() bool {
 	for _, p := range r.Producers {
+		if w, ok := p.(Waiter); ok && w.MayWait() {
+			return true
+		}
+	}
+	return false
+}
+
+// pending is a scheduling cycle suspended at producer next.
+type pending struct {
+	candidates []*Endpoint
+	next       int
+}
+
+// WaitError is returned by a data producer whose output is ready only at
+// Until (simulated ns, > the call's time): the director waits for it
+// (flow-control.md §14.1, the burst window). The producer is called again
+// at Until and then writes its output.
+type WaitError struct {
+	Until int64
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("waiting for a data producer until %d ns", e.Until)
+}
+
+// run is director steps 8–12 from producer from on.
+func (r *Router) run(c *Cycle, req *Request, candidates []*Endpoint, from int) (*Result, error) {
+	for i := from; i < len(r.Producers); i++ {
 		// Upstream logs producer errors and carries on (spec §2.1 step 8).
-		_ = p.Produce(c, req, candidates)
+		if err := r.Producers[i].Produce(c, req, candidates); err != nil {
+			var w *WaitError
+			if errors.As(err, &w) && w.Until > c.Now {
+				req.pending = &pending{candidates: candidates, next: i}
+				return nil, err
+			}
+		}
+	}
+	// Step 9: Admit plugins; the first denial wins (flow-control.md §1, §13).
+	for _, a := range r.Admitters {
+		if err := a.Admit(c, req, candidates); err != nil {
+			return nil, &RequestError{Status: http.StatusInternalServerError, Cause: CauseAdmitDenied,
+				Msg: "request cannot be admitted", Err: fmt.Errorf("%s: %w", a.Name(), err)}
+		}
+	}
+	if r.OnDecide != nil {
+		r.OnDecide(c, req)
 	}
 	res, err := r.schedule(c, req, candidates)
 	if err != nil {
@@ -255,6 +365,9 @@ func (r *Router) ScheduleOn(c *Cycle, req *Request, candidates []*Endpoint) (*Re
 	}
 	for _, h := range r.PreRequest {
 		h.PreRequest(c, req, res)
+	}
+	if r.Flow != nil {
+		r.Flow.Track(c.Now, req, res)
 	}
 	return res, nil
 }
@@ -322,6 +435,9 @@ func (r *Router) ResponseFirstChunk(c *Cycle, req *Request, res *Result) {
 func (r *Router) ResponseComplete(c *Cycle, req *Request, res *Result) {
 	for _, h := range r.Response {
 		h.ResponseComplete(c, req, res)
+	}
+	if r.Flow != nil {
+		r.Flow.Untrack(c.Now, req)
 	}
 }
 

@@ -156,6 +156,14 @@ type PrefixCacheMatchInfo struct {
 	CachedByTier     map[string]int // precise producer only
 }
 
+// EncoderCacheMatchInfo is what mm-embeddings-cache-producer attaches per
+// endpoint (flow-control.md §14.3): the request's distinct multimodal items
+// (Total) and how many of them the endpoint's encoder cache holds
+// (Matched); mm-embeddings-cache-scorer reads Matched ÷ Total.
+type EncoderCacheMatchInfo struct {
+	Matched, Total int
+}
+
 // InFlightLoad is the live in-flight counter of an endpoint (spec §8).
 type InFlightLoad struct {
 	Requests int
@@ -189,6 +197,14 @@ type Request struct {
 	Body []byte
 	// Priority from the InferenceObjective; < 0 is sheddable (spec §2.1).
 	Priority int
+	// Objective is the request's InferenceObjective name and FairnessID
+	// its flow-control fairness ID (flow-control.md §2; Router.Identify).
+	Objective  string
+	FairnessID string
+	// Usage is the response's usage block (prompt and completion tokens)
+	// as the end-of-stream hooks read it; nil when the response carries
+	// none.
+	Usage *Usage
 	// ServerPromptTokens are the prompt token IDs the model server computes
 	// (chat template applied, then its tokenizer). A token-producer configured
 	// with a vLLM /render backend returns exactly these: the simulator has
@@ -205,7 +221,15 @@ type Request struct {
 	// computes them ahead). nil: computed at routing, as upstream does.
 	Memo *memo.Memo
 
-	attrs attributes
+	attrs  attributes
+	parsed bool // Parse accepted the body
+	// pending is a scheduling cycle suspended by a waiting producer.
+	pending *pending
+}
+
+// Usage is an OpenAI response's usage block.
+type Usage struct {
+	PromptTokens, CompletionTokens int
 }
 
 // Get returns request-scoped data stored under key.
@@ -223,6 +247,9 @@ type TokenizedRequest struct {
 	CacheSalt string
 	// MultiModal lists the placeholders of multimodal items (spec §5.2.1).
 	MultiModal []MultiModalFeature
+	// FromServer marks tokens the model server computed (the vLLM render
+	// or UDS backends), as opposed to the estimate backend's pseudo-tokens.
+	FromServer bool
 }
 
 // MultiModalFeature records one multimodal placeholder run in the tokens.

@@ -525,6 +525,13 @@ func (e *Engine) beginStep(now int64) (dur int64, ok bool) {
 					e.stepSkipped = append(e.stepSkipped, q.popFront())
 					continue
 				}
+				if r.aborted {
+					// Aborted while its KV arrived: the blocks are free now.
+					q.popFront()
+					r.status = Finished
+					e.freeBlocks(r)
+					continue
+				}
 				e.promote(r)
 			}
 			// A request with computed tokens was promoted from a load: no
@@ -653,9 +660,13 @@ func (e *Engine) EndStep(now int64) *StepOutput {
 	if e.pd != nil {
 		e.out.Pulled = e.pd.collect(now, e.out.Pulled)
 	}
-	finished := false
+	finished, aborted := false, false
 	for i := range e.batch {
 		r := e.batch[i].req
+		if r.aborted {
+			aborted = true
+			continue
+		}
 		if r.numComputed < r.NumTokens() {
 			continue // a prefill chunk: no token yet
 		}
@@ -673,6 +684,17 @@ func (e *Engine) EndStep(now int64) *StepOutput {
 			finished = true
 			e.out.Finished = append(e.out.Finished, r)
 		}
+	}
+	if aborted {
+		// Requests aborted during the step leave it without output.
+		e.running = slices.DeleteFunc(e.running, func(r *Request) bool {
+			if !r.aborted {
+				return false
+			}
+			r.status = Finished
+			e.freeBlocks(r)
+			return true
+		})
 	}
 	if finished {
 		e.running = slices.DeleteFunc(e.running, func(r *Request) bool { return r.status == Finished })
@@ -855,4 +877,57 @@ func (d *deque) popFront() *Request {
 	d.head = (d.head + 1) % len(d.buf)
 	d.size--
 	return r
+}
+
+// remove takes r out of the deque, keeping the others' order, and reports
+// whether it was there.
+func (d *deque) remove(r *Request) bool {
+	for i := range d.size {
+		if d.at(i) != r {
+			continue
+		}
+		for j := i; j < d.size-1; j++ {
+			d.buf[(d.head+j)%len(d.buf)] = d.buf[(d.head+j+1)%len(d.buf)]
+		}
+		d.buf[(d.head+d.size-1)%len(d.buf)] = nil
+		d.size--
+		return true
+	}
+	return false
+}
+
+// Abort ends a request its client abandoned (vLLM's abort_request; the
+// EPP's in-flight eviction resets the request's connection,
+// flow-control.md §12). A waiting or preempted request leaves its queue; a
+// running one frees its blocks now, or at the end of the step in flight,
+// since vLLM applies aborts between steps; one whose KV is still arriving
+// (a CPU tier load or a P/D read, WAITING_FOR_REMOTE_KVS) frees its blocks
+// once the transfer has completed, as vLLM defers freeing blocks a
+// transfer writes into. The request produces no further output; a
+// finished one is left alone (a held prefill leg is freed by Release).
+func (e *Engine) Abort(r *Request) {
+	if r.status == Finished || r.aborted {
+		return
+	}
+	r.aborted = true
+	switch r.status {
+	case Waiting, Preempted:
+		if e.waiting.remove(r) || e.skipped.remove(r) {
+			r.status = Finished
+			e.freeBlocks(r)
+			return
+		}
+		if i := slices.Index(e.staged, r); i >= 0 {
+			e.staged = slices.Delete(e.staged, i, i+1)
+			r.status = Finished
+		}
+	case Running:
+		if e.inStep {
+			return // EndStep drops it
+		}
+		e.running = slices.DeleteFunc(e.running, func(x *Request) bool { return x == r })
+		r.status = Finished
+		e.freeBlocks(r)
+	}
+	e.checkInvariants()
 }

@@ -72,6 +72,7 @@ type Request struct {
 	numComputed     int
 	numCachedBlocks int // blocks of the table registered in the prefix cache
 	scheduledOnce   bool
+	aborted         bool // Engine.Abort
 
 	// CPU tier state (pd-offload.md B.4, B.6; offload.go).
 	offStored   int  // next_stored_block_idx: blocks before it are offloaded or queued
@@ -85,6 +86,9 @@ func (r *Request) Status() Status { return r.status }
 
 // NumTokens is the prompt plus the tokens generated so far.
 func (r *Request) NumTokens() int { return len(r.Prompt) + len(r.generated) }
+
+// Aborted reports whether Engine.Abort ended the request.
+func (r *Request) Aborted() bool { return r.aborted }
 
 // Generated returns the number of output tokens produced so far.
 func (r *Request) Generated() int { return len(r.generated) }

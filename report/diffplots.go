@@ -343,6 +343,12 @@ func MetricUnit(path string) string {
 		}
 	}
 	switch {
+	case strings.HasPrefix(path, "classes.") && strings.Contains(path, "_ms."):
+		return "ms"
+	case strings.HasPrefix(path, "classes.rejected_by_cause."):
+		return "requests"
+	}
+	switch {
 	case strings.HasPrefix(path, "latency_ms.") || strings.HasSuffix(leaf, "_ms"):
 		return "ms"
 	case leaf == "cpu_hit_requests":

@@ -41,6 +41,11 @@ func Findings(runs []NamedSummary) []string {
 		}
 	}
 	for _, r := range rs {
+		if s := classSentence(r); s != "" {
+			out = append(out, s)
+		}
+	}
+	for _, r := range rs {
 		out = append(out, ladderSentence(r))
 		if s := queueEffectSentence(r); s != "" {
 			out = append(out, s)

@@ -84,6 +84,25 @@ func (o *Output) html(plots []renderedPlot) []byte {
 		writeHTMLTable(&b, "per-request rate", rcols, rateRows(rcols))
 	}
 
+	if header, rows := classTable(runs); len(rows) > 0 {
+		b.WriteString("<h2>Priority classes</h2>\n<p>" + esc(classNote) + "</p>\n<table>\n<thead><tr>")
+		for _, h := range header {
+			b.WriteString("<th>" + esc(h) + "</th>")
+		}
+		b.WriteString("</tr></thead>\n<tbody>\n")
+		for _, row := range rows {
+			b.WriteString("<tr>")
+			for _, c := range row {
+				b.WriteString("<td>" + esc(c) + "</td>")
+			}
+			b.WriteString("</tr>\n")
+		}
+		b.WriteString("</tbody>\n</table>\n")
+		if p, ok := byName[PlotTTFTByClass]; ok {
+			writeFigure(&b, p, plotTitles[p.name], o.DPI)
+		}
+	}
+
 	b.WriteString("<h2>Routing</h2>\n<ul>\n")
 	for _, line := range o.routingLines() {
 		b.WriteString("<li>" + esc(line) + "</li>\n")
@@ -114,7 +133,7 @@ func (o *Output) html(plots []renderedPlot) []byte {
 	}
 	b.WriteString("<h2>Plots</h2>\n")
 	for _, p := range plots {
-		if p.name == PlotHitLadder {
+		if p.name == PlotHitLadder || p.name == PlotTTFTByClass {
 			continue
 		}
 		writeFigure(&b, p, plotTitles[p.name], o.DPI)

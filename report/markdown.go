@@ -25,6 +25,7 @@ var plotTitles = map[string]string{
 	PlotPredictedVsTrue: "Predicted vs true prefix reuse, with calibration",
 	PlotHitRatio:        "Hit ratio over time: true, routed and best replica per config",
 	PlotReplicaLoad:     "Per-replica KV usage and queue over time (heatmaps)",
+	PlotTTFTByClass:     "TTFT CDF per priority class",
 }
 
 // MetricsDocLink is where report.md and report.html send readers for the
@@ -133,6 +134,19 @@ func (o *Output) markdown() []byte {
 			}
 			b.WriteString("\n")
 		}
+	}
+
+	if header, rows := classTable(runs); len(rows) > 0 {
+		b.WriteString("\n## Priority classes\n\n" + classNote + "\n\n")
+		b.WriteString("| " + strings.Join(header, " | ") + " |\n|---|---|" + strings.Repeat("---:|", len(header)-2) + "\n")
+		for _, row := range rows {
+			cells := make([]string, len(row))
+			for i, c := range row {
+				cells[i] = mdEscape(c)
+			}
+			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		}
+		b.WriteString("\n![" + plotTitles[PlotTTFTByClass] + "](" + PlotTTFTByClass + ".png)\n")
 	}
 
 	b.WriteString("\n## Routing\n\n")

@@ -30,6 +30,10 @@ type Meta struct {
 	// config of the run set can disaggregate, so that other runs' files
 	// keep their columns.
 	PD bool
+	// Classes adds the request identity and admission columns
+	// (ClassColumns) to requests.csv: set it when a config has flow control
+	// on or the workload has priority classes, objectives or fairness IDs.
+	Classes bool
 }
 
 // File names written by Output.Close.
@@ -66,6 +70,11 @@ const (
 	// configuration (Meta.PD): the record's PD part (sim.PDRecord).
 	PDColumns = "disaggregated,pd_reason,decider_prompt_tokens,decider_cached_tokens,prefill_replica,prefill_queue_ms,prefill_ms," +
 		"decode_queue_ms,transfer_ms,pull_wait_ms,decode_ms,pulled_blocks,transfer_bytes,decode_hit_tokens,decode_routed_cached_tokens"
+	// ClassColumns follow (after any PDColumns) when Meta.Classes is set:
+	// the request's identity (objective, priority, fairness ID), its waits
+	// in the EPP (flow control, a data producer's window) and, when
+	// rejected, the HTTP status and cause.
+	ClassColumns = "objective,priority,fairness_id,epp_queue_ms,producer_wait_ms,http_status,cause"
 )
 
 // maxScatter bounds the predicted-vs-true points kept per config.
@@ -125,6 +134,8 @@ type runData struct {
 	reqSpool, tsSpool *spool
 
 	ttft []float32 // ms, completed non-warm-up requests
+	// classTTFT splits ttft by priority class (Meta.Classes).
+	classTTFT []classSeries
 
 	// Predicted vs true, for the approximate and the precise producer.
 	approx, precise predSample
@@ -184,6 +195,9 @@ func NewOutput(dir string, meta Meta) (*Output, error) {
 	header := RequestsHeader
 	if meta.PD {
 		header += "," + PDColumns
+	}
+	if meta.Classes {
+		header += "," + ClassColumns
 	}
 	if o.req, err = newTempCSV(dir, RequestsFile, header); err != nil {
 		return nil, err
@@ -303,6 +317,9 @@ func (w *RunWriter) AddRecord(rec *sim.Record) {
 	if o.meta.PD {
 		b = appendPDColumns(b[:len(b)-1], rec, r.replicas)
 	}
+	if o.meta.Classes {
+		b = appendClassColumns(b[:len(b)-1], rec)
+	}
 	r.buf = b
 	if r.reqSpool != nil {
 		r.reqSpool.put(b[:split], rec.Replica, b[split:])
@@ -313,6 +330,9 @@ func (w *RunWriter) AddRecord(rec *sim.Record) {
 		return
 	}
 	r.ttft = append(r.ttft, float32(float64(rec.TTFT)/1e6))
+	if o.meta.Classes {
+		r.addClassTTFT(rec)
+	}
 	r.arrival.add(rec.Arrival, binVals{binCached: int64(rec.CachedTokens), binOracle: int64(rec.OracleCachedTokens),
 		binPrompt: int64(rec.PromptTokens), binRouted: int64(rec.RoutedCachedTokens), binInfinite: int64(rec.InfiniteCachedTokens)})
 	if rec.PromptTokens > 0 {

@@ -61,6 +61,9 @@ func lineStyle(i int, width vg.Length) draw.LineStyle {
 // renderPlots draws every plot as SVG and PNG.
 func (o *Output) renderPlots() ([]renderedPlot, error) {
 	build := []func() figure{o.ladderFigure, o.ttftFigure, o.predictedFigure, o.hitRatioFigure, o.loadFigure}
+	if o.meta.Classes {
+		build = append(build, o.ttftByClassFigure)
+	}
 	// Every image is drawn at once, one per core, the costliest first (the
 	// heatmaps, then the scatter): each from a figure of its own, since
 	// drawing a gonum plot writes to it. The figures are built here, one

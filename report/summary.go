@@ -34,6 +34,8 @@ type Aggregator struct {
 	ties                                int
 	approx, precise                     predAcc
 	pd                                  *pdAcc // nil until a record has a P/D decision
+	// Per priority class and fairness ID (ClassSummary).
+	classes *classAggregator
 	// Offered load: every request after warm-up that reached the EPP.
 	offered                   int
 	offeredPrompt             int64
@@ -43,13 +45,19 @@ type Aggregator struct {
 // NewAggregator returns an empty aggregator.
 func NewAggregator() *Aggregator {
 	return &Aggregator{reasons: map[string]int{}, perReplica: map[int][2]int64{}, routed: map[int]int{},
-		first: math.MaxInt64, offeredFirst: math.MaxInt64, offeredLast: math.MinInt64}
+		first: math.MaxInt64, offeredFirst: math.MaxInt64, offeredLast: math.MinInt64, classes: newClassAggregator()}
 }
+
+// WithClasses makes the summary break the run down by priority class and
+// fairness ID (Summary.Classes) even when no record calls for it: the run's
+// EPP config has flow control on.
+func (a *Aggregator) WithClasses() { a.classes.on = true }
 
 // Add accounts one final record. Warm-up records count in the request
 // totals only.
 func (a *Aggregator) Add(r *sim.Record) {
 	a.total++
+	a.classes.add(r)
 	if !r.Warmup {
 		a.offered++
 		a.offeredPrompt += int64(r.PromptTokens)
@@ -189,7 +197,11 @@ type Summary struct {
 	Prediction map[string]*Prediction `json:"prediction,omitempty"`
 	// PD is the P/D disaggregation part (pd-offload.md A), present when
 	// the EPP's profile handler decided on disaggregation.
-	PD      *PDSummary `json:"pd,omitempty"`
+	PD *PDSummary `json:"pd,omitempty"`
+	// Classes breaks the run down by priority class and fairness ID, with
+	// the EPP's queueing and shedding (ClassSummary); absent without
+	// classes or flow control.
+	Classes *ClassSummary `json:"classes,omitempty"`
 	Routing struct {
 		// PerReplica counts the completed requests after warm-up sent to
 		// each replica of the fleet, 0 included.
@@ -291,6 +303,11 @@ type WorkloadConfig struct {
 	// what is wrong).
 	SkippedInvalid  int      `json:"skipped_invalid,omitempty"`
 	SkippedExamples []string `json:"skipped_examples,omitempty"`
+	// PriorityClasses are the workload's priority mix (NAME=PRIORITY:SHARE)
+	// and FairnessID the source of fairness IDs (session, class); absent
+	// without them.
+	PriorityClasses []string `json:"priority_classes,omitempty"`
+	FairnessID      string   `json:"fairness_id,omitempty"`
 }
 
 // ReplicaInfo is one replica of the fleet.
@@ -401,6 +418,7 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 	}
 	s.Cache.Offload = a.offloadSummary(res)
 	s.PD = a.pd.summary(res)
+	s.Classes = a.classes.summary()
 	for _, p := range []struct {
 		name string
 		acc  *predAcc

@@ -149,6 +149,7 @@ func HeadlineRows(runs []NamedSummary) []Row {
 		)
 	}
 	pdRows(runs, group)
+	classRows(runs, group)
 	for _, p := range producers {
 		present := false
 		for _, ns := range runs {

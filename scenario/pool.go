@@ -3,10 +3,10 @@ package scenario
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/eppsim/eppsim/report"
-	"github.com/eppsim/eppsim/workload"
 )
 
 // A Pool shares workload feeds between the runs of one process that start
@@ -27,9 +27,17 @@ type Pool struct {
 	closed bool
 }
 
+// poolKey identifies a workload: its trace and its options, by their
+// printed values (the options hold a slice, priority classes, so they are
+// not comparable; pointers, such as a shared tokenizer, print as their
+// address, so they compare by identity as before).
 type poolKey struct {
 	trace string
-	opts  workload.Options
+	opts  string
+}
+
+func keyOf(spec *Spec) poolKey {
+	return poolKey{spec.Trace, fmt.Sprintf("%#v", spec.Workload)}
 }
 
 // DefaultRetainBytes is the retain budget of a pool's feeds: a trace whose
@@ -67,7 +75,7 @@ func (p *Pool) join(spec *Spec, e EPP) (*FeedReader, error) {
 	if p.closed {
 		return nil, errPoolClosed
 	}
-	key := poolKey{spec.Trace, spec.Workload}
+	key := keyOf(spec)
 	if f := p.feeds[key]; f != nil {
 		rd, err := f.Join(nil)
 		if !errors.Is(err, ErrFeedClosed) {

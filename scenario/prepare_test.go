@@ -66,8 +66,7 @@ func TestPreparedRunsMatch(t *testing.T) {
 	writeHashIDTrace(t, alibaba, hashIDTrace{Format: "alibaba", Requests: 150, Sessions: 10, RatePerS: 3,
 		BlockSize: 16, MaxPrompt: 4000, SystemPrompts: 3, Seed: 8})
 	configs := []string{"default", "round-robin", "least-queue", "oracle", "../testdata/regress/precise-prefix-cache.yaml"}
-	shipped, _ := filepath.Glob(filepath.Join(sharedConfigs, "*.yaml"))
-	configs = append(configs, shipped...)
+	configs = append(configs, loadableShipped()...)
 	for _, tr := range []struct{ name, trace string }{
 		{"builtin-chat", workload.DefaultWorkload},
 		{"openai", "../workload/testdata/openai.jsonl"},

@@ -218,6 +218,9 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 		opts.KVEventLag = 0 // the oracle baseline sees KV events without lag
 	}
 	agg := report.NewAggregator()
+	if l.FlowControl != nil {
+		agg.WithClasses()
+	}
 	opts.OnRecord = func(r *sim.Record) {
 		agg.Add(r)
 		if hooks.OnRecord != nil {
@@ -247,6 +250,14 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 	if l.Disaggregates() {
 		pdConfig(s.Config, spec.Fleet, opts)
 	}
+	if len(router.GPUPolls) > 0 {
+		// Only a config that polls DCGM has simulated dcgm-exporters.
+		w := opts.DCGMCollectInterval
+		if w == 0 {
+			w = sim.DefaultDCGMCollectInterval
+		}
+		s.Config.Environment["dcgm_collect_interval"] = time.Duration(w).String()
+	}
 	if n := rd.Skipped(); n > 0 {
 		s.Config.Workload.SkippedInvalid = n
 		for _, err := range rd.SkippedErrors()[:min(n, maxSkipExamples)] {
@@ -272,6 +283,23 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 	}
 	if len(spec.Upstream) > 0 {
 		rc.EPP.Upstream = slices.Clone(spec.Upstream)
+	}
+	// Request identity (flow-control.md §2): the workload's priority mix
+	// and fairness source, and the InferenceObjectives the EPP knows.
+	for _, c := range w.Classes {
+		rc.Workload.PriorityClasses = append(rc.Workload.PriorityClasses, fmt.Sprintf("%s=%d:%g", c.Name, c.Priority, c.Share))
+	}
+	rc.Workload.FairnessID = w.FairnessID
+	if len(opts.Objectives) > 0 {
+		var objs []string
+		for _, o := range opts.Objectives {
+			if o.Priority == nil {
+				objs = append(objs, o.Name)
+			} else {
+				objs = append(objs, fmt.Sprintf("%s=%d", o.Name, *o.Priority))
+			}
+		}
+		rc.Environment["inference_objectives"] = objs
 	}
 	if opts.Duration > 0 {
 		rc.Workload.Duration = time.Duration(opts.Duration).String()

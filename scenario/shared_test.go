@@ -161,8 +161,7 @@ func TestSharedRequestsUnchanged(t *testing.T) {
 	writeHashIDTrace(t, alibaba, hashIDTrace{Format: "alibaba", Requests: 120, Sessions: 12, RatePerS: 4,
 		BlockSize: 16, MaxPrompt: 3000, SystemPrompts: 3, Seed: 2})
 	configs := []string{"default", "round-robin", "random", "least-queue", "oracle", "../testdata/regress/precise-prefix-cache.yaml"}
-	shipped, _ := filepath.Glob(filepath.Join(sharedConfigs, "*.yaml"))
-	configs = append(configs, shipped...)
+	configs = append(configs, loadableShipped()...)
 	for _, tr := range []struct {
 		name  string
 		trace string

@@ -61,14 +61,32 @@ func (l *Loop) Fired() uint64 { return l.fired }
 // Pending returns the number of scheduled events not yet fired.
 func (l *Loop) Pending() int { return len(l.heap) }
 
+// Phase orders events of one instant: every Early event fires before every
+// Normal one, and every Normal one before every Late one; within a phase,
+// in scheduling order.
+type Phase uint64
+
+// Phases. At schedules Normal events.
+const (
+	Early Phase = iota
+	Normal
+	Late
+)
+
+// phaseShift puts the phase above any insertion count.
+const phaseShift = 62
+
 // At schedules h.Fire(at, arg). Scheduling in the past is a programming
 // error: it would make time run backwards.
-func (l *Loop) At(at int64, h Handler, arg uint64) {
+func (l *Loop) At(at int64, h Handler, arg uint64) { l.AtPhase(at, Normal, h, arg) }
+
+// AtPhase schedules h.Fire(at, arg) in the given phase of its instant.
+func (l *Loop) AtPhase(at int64, p Phase, h Handler, arg uint64) {
 	if at < l.now {
 		panic(fmt.Sprintf("sim: event at %v scheduled in the past (now %v)", time.Duration(at), time.Duration(l.now)))
 	}
 	l.seq++
-	l.heap = append(l.heap, event{at: at, seq: l.seq, h: h, arg: arg})
+	l.heap = append(l.heap, event{at: at, seq: uint64(p)<<phaseShift | l.seq, h: h, arg: arg})
 	l.up(len(l.heap) - 1)
 }
 

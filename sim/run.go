@@ -1,12 +1,15 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +59,15 @@ type Options struct {
 	// A.8, C.4), used when the EPP's profile handler disaggregates; nil
 	// means DefaultPD().
 	PD *PDOptions
+	// Objectives are the InferenceObjectives the EPP knows: a request's
+	// objective header names one, whose priority the request gets
+	// (flow-control.md §2); their priorities are flow control's bands.
+	Objectives []epp.Objective
+	// DCGMCollectInterval is every replica's dcgm-exporter collect
+	// interval (its --collect-interval, ns; 0 means
+	// DefaultDCGMCollectInterval), used when the EPP config has a
+	// dcgm-data-source with a dcgm-extractor (gpu.go).
+	DCGMCollectInterval int64
 }
 
 // PDOptions are the costs of the P/D request path outside the engines
@@ -185,6 +197,23 @@ type Record struct {
 	Outcome          Outcome
 	Reason           string
 	Warmup           bool
+	// Objective, Priority and FairnessID are the request's identity as the
+	// EPP resolved it from its headers (flow-control.md §2).
+	Objective  string
+	Priority   int
+	FairnessID string
+	// FlowWait is the time the request spent in the EPP's flow-control
+	// queues (dispatch or shedding minus Arrival; 0 with the gate off),
+	// ProducerWait the time a data producer held its scheduling cycle (the
+	// burst window, flow-control.md §14.1). Both are inside TTFT and E2E,
+	// apart from the engine's Queue.
+	FlowWait, ProducerWait int64
+	// HTTPStatus and Cause say how a rejected request was answered: the
+	// status the EPP (or, for a request the engine refused, vLLM) sent and
+	// a short cause (epp.Cause*, or "engine-rejected"); 0 and "" when the
+	// request completed.
+	HTTPStatus int
+	Cause      string
 	// PD is the P/D part of the record, present when the EPP's profile
 	// handler decided on disaggregation for the request (pd-offload.md
 	// A). For a disaggregated request the prefill pod computed the
@@ -272,6 +301,10 @@ const (
 	evWake
 	evPrefill // a P/D prefill leg reaches its prefill pod
 	evNotify  // a decode pod's notification reaches the prefill pod
+	evFlowTick
+	evFlowSweep
+	evResume // a data producer's wait ends (burst window)
+	evDCGM   // the dcgm-exporters publish (gpu.go)
 )
 
 const kindShift = 56
@@ -288,6 +321,17 @@ type flight struct {
 	// prr and prefill are a disaggregated request's prefill leg and pod.
 	prr     *replica.Request
 	prefill int
+	// hashes is the prompt's engine-block chain; cands the candidate
+	// snapshot the EPP scheduled on.
+	hashes []uint64
+	cands  []*epp.Endpoint
+	// waitFrom is when a data producer suspended the request's cycle.
+	waitFrom int64
+	// aborted: flow control evicted the request while it was in flight;
+	// pending: a delivery event (evDeliver, evPrefill) names the flight's
+	// slot; inEngine: the (decode) leg was added to its engine; notified:
+	// the prefill pod was told to free a P/D prefill leg's blocks.
+	aborted, pending, inEngine, notified bool
 }
 
 // release is a prefill leg whose blocks a notification frees.
@@ -317,6 +361,9 @@ type fleetReplica struct {
 	wakeAt int64
 	// Gauge sums over the scrapes (ReplicaResult).
 	kvSum, kvPeak, waitSum, runSum float64
+	// busy is the replica's GPU busy time for its dcgm-exporter (used
+	// only when runner.gpu is set).
+	busy gpuBusy
 }
 
 // ingestDelay is one request's non-blocking ingest delay (ns): the mean,
@@ -391,6 +438,18 @@ type runner struct {
 	openLoop bool
 	res      Result
 	err      error
+	// Flow control (flow-control.md §16.2): the controller, the times of
+	// the scheduled grid cycle and sweep (-1: none), and the flights of
+	// the requests queued in the EPP or waiting for a data producer.
+	flow            epp.FlowControl
+	tickAt, sweepAt int64
+	byReq           map[*epp.Request]int
+	measureAtDecide bool
+	deciding        *flight // the flight whose cycle runs now (OnDecide)
+	usageWanted     bool
+	// gpu runs the dcgm-exporters and the EPP's DCGM polls (nil: the
+	// config has none).
+	gpu *gpuTelemetry
 }
 
 // cancelPoll is how many events a run fires between two looks at its
@@ -424,7 +483,7 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	}
 	r := &runner{opts: opts, router: router, src: src, byName: map[string]int{}, byAddr: map[string]int{},
 		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{},
-		ctx: ctx, done: ctx.Done()}
+		ctx: ctx, done: ctx.Done(), flow: router.Flow, tickAt: -1, sweepAt: -1, byReq: map[*epp.Request]int{}}
 	if m, ok := src.(interface{ Mode() workload.Mode }); ok {
 		r.openLoop = m.Mode() == workload.ModeOpenLoop
 	}
@@ -494,6 +553,36 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	r.hashEng = r.fleet[0].eng
 	r.chain = newPromptChain(r.hashEng.Config().BlockSize, r.hashEng.Config().HashSeed)
 	r.reuse = workload.NewPrefixReuse(r.hashEng.Config().BlockSize)
+	router.SetObjectives(opts.Objectives)
+	if r.flow != nil {
+		// The flow controller looks the pool up through this router (a
+		// Loaded's routers share one controller).
+		r.flow.SetPool(router.LivePool)
+	}
+	if m, ok := r.flow.(interface{ SetMetricsRefresh(int64) }); ok {
+		m.SetMetricsRefresh(opts.ScrapeInterval)
+	}
+	// A data producer that suspends scheduling cycles (the burst window)
+	// decides later than the request arrives: the hit-rate ladder is
+	// measured when the scheduler decides.
+	if router.MayWait() {
+		r.measureAtDecide = true
+		router.OnDecide = func(c *epp.Cycle, req *epp.Request) {
+			if slot, ok := r.byReq[req]; ok {
+				r.measure(r.flights[slot])
+			} else if r.deciding != nil && r.deciding.er == req {
+				r.measure(r.deciding)
+			}
+		}
+	}
+	r.usageWanted = len(router.Response) > 0
+	if len(router.GPUPolls) > 0 {
+		g, err := newGPUTelemetry(r.fleet, router.GPUPolls, opts)
+		if err != nil {
+			return nil, &FleetError{err}
+		}
+		r.gpu = g
+	}
 	for _, p := range router.Producers {
 		for _, k := range p.Produces() {
 			if k.Type != epp.PrefixCacheMatchInfoType {
@@ -513,6 +602,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	if opts.SampleInterval > 0 && opts.OnSample != nil {
 		r.loop.At(0, r, arg(evSample, 0))
 	}
+	if r.gpu != nil {
+		r.loop.AtPhase(r.gpu.collect, Early, r, arg(evDCGM, 0))
+	}
 	r.pull()
 	if r.err == nil {
 		r.loop.Run(-1)
@@ -523,6 +615,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	// Time-series samples are observation, not simulation: they count in
 	// neither figure, so a run reports the same with and without them.
 	r.res.Events = r.loop.Fired() - r.samples
+	if r.gpu != nil {
+		r.res.Events -= r.gpu.ticks
+	}
 	r.res.SimTime = r.lastEvent
 	r.res.InFlight = len(r.slotByID)
 	for _, fr := range r.fleet {
@@ -611,7 +706,7 @@ func (r *runner) fail(err error) {
 func (r *runner) Fire(now int64, a uint64) {
 	idx := int(a & (1<<kindShift - 1))
 	kind := a >> kindShift
-	if kind != evScrape && kind != evSample {
+	if kind != evScrape && kind != evSample && kind != evDCGM {
 		r.work--
 	}
 	if r.done != nil && r.loop.Fired()%cancelPoll == 0 {
@@ -647,10 +742,19 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.fleet[rel.replica].eng.Release(rel.rr)
 		// Freed blocks may let the prefill pod admit what waits for them.
 		r.kick(now, rel.replica)
+	case evFlowTick:
+		r.flowTick(now)
+	case evFlowSweep:
+		r.flowSweep(now)
+	case evResume:
+		r.resume(now, idx)
 	case evScrape:
 		r.scrape(now)
 	case evSample:
 		r.sample(now)
+		return
+	case evDCGM:
+		r.gpuTick(now)
 		return
 	case evKV:
 		b := r.kv[idx]
@@ -728,36 +832,220 @@ func (r *runner) kvSlot(b kvBatch) int {
 	return len(r.kv) - 1
 }
 
-// route runs the EPP on a request and sends it towards its replica.
+// route is a request reaching the EPP (director order, epp.md §2.1): its
+// identity from the headers (steps 2–3, flow-control.md §2), then, unless
+// it needs no admission (flowControl gate off and priority ≥ 0: the legacy
+// gate admits it without a look), the parse of its body (step 0) and the
+// admission controller (step 4): the legacy gate (§4) or flow control's
+// enqueue (§6). A request admitted at once is scheduled now (dispatch).
 func (r *runner) route(now int64, wr *workload.Request) {
 	f := &flight{wr: wr, replica: -1, prefill: -1}
 	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Stage: wr.Stage, Arrival: now, Replica: -1,
 		PromptTokens: wr.PromptLen, OutputTokens: wr.OutputTokens, Warmup: now < r.opts.Warmup}
 	f.er = EPPRequest(wr)
-	hashes := r.promptHashes(wr)
-	// Every rung of the hit-rate ladder is measured at this one instant,
-	// before the EPP decides: the infinite cache of everything routed so
-	// far, then each replica's cache (the oracle is their maximum, the
-	// chosen replica's is the routed rung).
+	r.router.Identify(f.er)
+	f.rec.Objective, f.rec.Priority, f.rec.FairnessID = f.er.Objective, f.er.Priority, f.er.FairnessID
+	if r.flow == nil && f.er.Priority >= 0 {
+		r.dispatch(now, f)
+		return
+	}
+	if err := r.router.Parse(f.er); err != nil {
+		r.reject(f, err)
+		return
+	}
+	if r.flow == nil {
+		if err := r.router.LegacyAdmit(now, f.er); err != nil {
+			r.reject(f, err)
+			return
+		}
+		r.dispatch(now, f)
+		return
+	}
+	// Queued requests are in flight: a later turn of the session waits.
+	slot := r.newFlight(f)
+	r.byReq[f.er] = slot
+	step := r.flow.Enqueue(now, f.er)
+	if step.Rejected != nil {
+		delete(r.byReq, f.er)
+		r.dropFlight(slot)
+		r.reject(f, step.Rejected)
+	}
+	r.flowStep(now, step)
+	r.flowTimers(now)
+}
+
+// reject ends a request the EPP (or an engine) answered itself.
+func (r *runner) reject(f *flight, err error) {
+	f.rec.Outcome, f.rec.Reason = Rejected, err.Error()
+	f.rec.HTTPStatus, f.rec.Cause = epp.HTTPStatus(err)
+	r.finish(f)
+}
+
+// flowStep applies what an enqueue or dispatch cycle did: revoked
+// in-flight requests are evicted, a released request resumes in the
+// director at this instant (flow-control.md §6.3).
+func (r *runner) flowStep(now int64, step epp.FlowStep) {
+	for _, req := range step.Evicted {
+		r.evict(now, req)
+	}
+	if step.Dispatched == nil {
+		return
+	}
+	slot, ok := r.byReq[step.Dispatched]
+	if !ok {
+		r.fail(fmt.Errorf("sim: flow control dispatched request %s, which it never queued", step.Dispatched.ID))
+		return
+	}
+	delete(r.byReq, step.Dispatched)
+	f := r.flights[slot]
+	r.dropFlight(slot)
+	f.rec.FlowWait = now - f.rec.Arrival
+	r.dispatch(now, f)
+}
+
+// flowTimers schedules the next grid cycle and sweep flow control asks for
+// (flow-control.md §16.3): sweeps first at an instant, the tick last
+// (§16.4). A cycle already scheduled earlier stays; a later one is
+// replaced (the earlier event then finds itself stale and does nothing).
+func (r *runner) flowTimers(now int64) {
+	if r.flow == nil {
+		return
+	}
+	if t := r.flow.NextCycle(now); t >= 0 && (r.tickAt < 0 || t < r.tickAt) {
+		r.tickAt = t
+		r.work++
+		r.loop.AtPhase(t, Late, r, arg(evFlowTick, 0))
+	}
+	if t := r.flow.NextSweep(); t >= 0 && (r.sweepAt < 0 || t < r.sweepAt) {
+		r.sweepAt = t
+		r.work++
+		r.loop.AtPhase(t, Early, r, arg(evFlowSweep, 0))
+	}
+}
+
+func (r *runner) flowTick(now int64) {
+	if now != r.tickAt {
+		return
+	}
+	r.tickAt = -1
+	r.flowStep(now, r.flow.Cycle(now))
+	r.flowTimers(now)
+}
+
+// flowSweep runs the expiry sweep: each expired request ends with its
+// HTTP answer (flow-control.md §6.4, §7).
+func (r *runner) flowSweep(now int64) {
+	if now != r.sweepAt {
+		return
+	}
+	r.sweepAt = -1
+	for _, d := range r.flow.Sweep(now) {
+		slot, ok := r.byReq[d.Req]
+		if !ok {
+			continue
+		}
+		delete(r.byReq, d.Req)
+		f := r.flights[slot]
+		r.dropFlight(slot)
+		f.rec.FlowWait = now - f.rec.Arrival
+		r.reject(f, d.Err)
+	}
+	r.flowTimers(now)
+}
+
+// observe tells flow control that its detector's inputs change at now
+// (a scrape, a response chunk, an end of stream).
+func (r *runner) observe(now int64) {
+	if r.flow != nil {
+		r.flow.Observe(now)
+	}
+}
+
+// measure takes every rung of the hit-rate ladder at this one instant,
+// before the EPP decides: the infinite cache of everything routed so far,
+// then each replica's cache (the oracle is their maximum, the chosen
+// replica's is the routed rung).
+func (r *runner) measure(f *flight) {
+	wr := f.wr
 	st, err := r.reuse.Add(wr)
 	if err != nil {
 		r.fail(fmt.Errorf("sim: request %d: infinite-cache bound: %w", wr.ID, err))
 		return
 	}
 	f.rec.InfiniteCachedTokens = int(st.Hit)
+	f.rec.OracleCachedTokens = 0
 	cached := r.cachedScratch[:0]
 	for _, fr := range r.fleet {
-		c := fr.eng.CachedPrefixTokens(hashes, len(wr.PromptTokens))
+		c := fr.eng.CachedPrefixTokens(f.hashes, len(wr.PromptTokens))
 		cached = append(cached, c)
 		f.rec.OracleCachedTokens = max(f.rec.OracleCachedTokens, c)
 	}
 	r.cachedScratch = cached
-	res, err := r.router.Schedule(&epp.Cycle{Now: now}, f.er)
-	if err != nil {
-		f.rec.Outcome, f.rec.Reason = Rejected, err.Error()
-		r.finish(f)
+}
+
+// dispatch runs the director from candidate lookup on (epp.md §2.1 steps
+// 5–12) and sends the request towards its replica.
+func (r *runner) dispatch(now int64, f *flight) {
+	f.hashes = r.promptHashes(f.wr)
+	if !r.measureAtDecide {
+		r.measure(f)
+		if r.err != nil {
+			return
+		}
+	}
+	f.cands = r.router.Candidates()
+	r.deciding = f
+	res, err := r.router.ScheduleOn(&epp.Cycle{Now: now}, f.er, f.cands)
+	r.deciding = nil
+	var w *epp.WaitError
+	if errors.As(err, &w) {
+		// A data producer holds the cycle (the burst window): the request
+		// is in flight, waiting in the EPP.
+		f.waitFrom = now
+		slot := r.newFlight(f)
+		r.byReq[f.er] = slot
+		r.at(w.Until, evResume, slot)
 		return
 	}
+	r.routed(now, f, res, err)
+}
+
+// resume continues a scheduling cycle a data producer suspended.
+func (r *runner) resume(now int64, slot int) {
+	f := r.flights[slot]
+	if f == nil {
+		return
+	}
+	delete(r.byReq, f.er)
+	r.dropFlight(slot)
+	f.rec.ProducerWait += now - f.waitFrom
+	r.deciding = f
+	res, err := r.router.Resume(&epp.Cycle{Now: now}, f.er)
+	r.deciding = nil
+	var w *epp.WaitError
+	if errors.As(err, &w) {
+		f.waitFrom = now
+		slot := r.newFlight(f)
+		r.byReq[f.er] = slot
+		r.at(w.Until, evResume, slot)
+		return
+	}
+	r.routed(now, f, res, err)
+}
+
+// routed handles the scheduler's result: the request goes to its target
+// (and, disaggregated, its prefill leg to the prefill pod).
+func (r *runner) routed(now int64, f *flight, res *epp.Result, err error) {
+	wr := f.wr
+	if r.err != nil {
+		return
+	}
+	if err != nil {
+		r.reject(f, err)
+		return
+	}
+	cached := r.cachedScratch
+	hashes := f.hashes
 	target := res.Target()
 	idx, ok := r.byName[target.Name]
 	if !ok {
@@ -772,7 +1060,7 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	// The replica that computes the prompt: the prefill pod when the
 	// request is disaggregated, the routed cached prefix and the
 	// predictions refer to it.
-	computer := target
+	computer := target.Name
 	if res.PD != nil {
 		pd := &PDRecord{Disaggregated: res.PD.Disaggregated, Reason: res.PD.Reason, DeciderPromptTokens: res.PD.PromptTokens,
 			DeciderCachedTokens: res.PD.CachedTokens, PrefillReplica: -1, DecodeRoutedTokens: cached[idx]}
@@ -788,15 +1076,22 @@ func (r *runner) route(now int64, wr *workload.Request) {
 			f.prefill, pd.PrefillReplica = p, p
 			f.rec.RoutedCachedTokens = cached[p]
 			if e := endpointOf(res, r.fleet[p].spec.Name); e != nil {
-				computer = e
+				computer = e.Name
 			}
 		}
 	}
-	f.rec.Predicted, f.rec.PredictedBlocks, f.rec.HasPredicted = matchFraction(computer, r.approx)
-	f.rec.PredictedPrecise, f.rec.PreciseBlocks, f.rec.HasPrecise = matchFraction(computer, r.precise)
+	// The predictions are the producers' data on the computing endpoint's
+	// snapshot (a data-parallel handler's target is a clone without it).
+	snap := target
+	if e := snapshotOf(f.cands, computer); e != nil {
+		snap = e
+	}
+	f.rec.Predicted, f.rec.PredictedBlocks, f.rec.HasPredicted = matchFraction(snap, r.approx)
+	f.rec.PredictedPrecise, f.rec.PreciseBlocks, f.rec.HasPrecise = matchFraction(snap, r.precise)
 	f.rr = &replica.Request{ID: wr.ID, Prompt: wr.PromptTokens, OutputLen: max(wr.OutputTokens, 1), Output: wr.OutputTokenIDs,
 		CacheSalt: wr.CacheSalt, PromptHashes: hashes}
 	slot := r.newFlight(f)
+	f.pending = true
 	if f.prefill < 0 {
 		r.at(now+r.opts.EPPLatency+r.opts.NetworkLatency, evDeliver, slot)
 		return
@@ -808,6 +1103,60 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	f.prr = &replica.Request{ID: wr.ID, Prompt: wr.PromptTokens, OutputLen: 1, CacheSalt: wr.CacheSalt, PromptHashes: hashes, HoldBlocks: true}
 	f.rr.Remote = &replica.RemotePrefill{Engine: f.prefill}
 	r.at(now+r.opts.EPPLatency+r.opts.NetworkLatency+r.pd.Hop, evPrefill, slot)
+}
+
+// evict ends an in-flight request flow control revoked (flow-control.md
+// §12): its stream is answered with HTTP 429 "evicted" and its connection
+// reset, so the engines abort it at once; its end of stream reaches the
+// EPP's hooks. A P/D request's prefill pod is told to free a finished
+// prefill leg's blocks.
+func (r *runner) evict(now int64, req *epp.Request) {
+	id, err := strconv.ParseInt(req.ID, 10, 64)
+	if err != nil {
+		return
+	}
+	slot, ok := r.slotByID[id]
+	if !ok || r.flights[slot].er != req {
+		return // its response already completed
+	}
+	f := r.flights[slot]
+	delete(r.slotByID, id)
+	f.aborted = true
+	switch {
+	case f.pending:
+		// A delivery event names the slot: it frees it (and a held
+		// prefill leg) when it fires.
+	case f.inEngine:
+		r.fleet[f.replica].eng.Abort(f.rr)
+		if f.prr != nil && !f.notified {
+			r.notify(now, r.pd.Notify, f)
+		}
+		r.freeSlot(slot)
+		r.kick(now, f.replica)
+	default: // a P/D prefill leg on its prefill pod
+		r.fleet[f.prefill].eng.Abort(f.prr)
+		r.freeSlot(slot)
+		r.kick(now, f.prefill)
+	}
+	r.observe(now)
+	r.router.ResponseComplete(&epp.Cycle{Now: now}, f.er, f.res)
+	r.reject(f, epp.EvictedError())
+}
+
+// freeSlot releases the slot of a flight no longer listed by ID.
+func (r *runner) freeSlot(slot int) {
+	r.flights[slot] = nil
+	r.freeF = append(r.freeF, slot)
+}
+
+// snapshotOf returns the candidate snapshot named name.
+func snapshotOf(cands []*epp.Endpoint, name string) *epp.Endpoint {
+	for _, e := range cands {
+		if e.EndpointInfo != nil && e.Name == name {
+			return e
+		}
+	}
+	return nil
 }
 
 // endpointOf returns the scheduled endpoint named name in res (every
@@ -831,11 +1180,18 @@ func endpointOf(res *epp.Result, name string) *epp.Endpoint {
 // there is no fallback to a local prefill).
 func (r *runner) deliverPrefill(now int64, slot int) {
 	f := r.flights[slot]
+	f.pending = false
+	if f.aborted {
+		r.freeSlot(slot)
+		return
+	}
 	if err := r.fleet[f.prefill].eng.Add(f.prr, now); err != nil {
 		r.dropFlight(slot)
-		f.rec.Outcome, f.rec.Reason = Rejected, "prefill pod: "+err.Error()
+		f.rec.Outcome, f.rec.Reason, f.rec.HTTPStatus, f.rec.Cause = Rejected, "prefill pod: "+err.Error(), http.StatusBadRequest, CauseEngineRejected
+		r.observe(now)
 		r.router.ResponseComplete(&epp.Cycle{Now: now}, f.er, f.res)
 		r.finish(f)
+		r.flowTimers(now)
 		return
 	}
 	r.kick(now, f.prefill)
@@ -850,12 +1206,14 @@ func (r *runner) prefillDone(now int64, i int, f *flight) {
 	pd.PrefillQueue = pr.FirstScheduled - pr.Arrived
 	pd.PrefillTime = pr.FirstToken - pr.Arrived
 	f.rec.CachedTokens, f.rec.CPUCachedTokens = pr.NumCachedTokens, pr.NumCPUCachedTokens
+	f.pending = true
 	r.at(now+r.fleet[i].ingestDelay()+r.pd.Response+r.pd.Hop, evDeliver, r.slotByID[f.wr.ID])
 }
 
 // notify schedules the notification that frees a P/D request's prefill
 // leg on its pod (A.4 step 13), d after now.
 func (r *runner) notify(now, d int64, f *flight) {
+	f.notified = true
 	rel := release{replica: f.prefill, rr: f.prr}
 	i := len(r.releases)
 	if n := len(r.freeRel); n > 0 {
@@ -872,14 +1230,22 @@ func (r *runner) notify(now, d int64, f *flight) {
 // decode side notifies the prefill pod (A.4 steps 10, 13).
 func (r *runner) pulled(now int64, legs []*replica.Request) {
 	for _, rr := range legs {
-		r.notify(now, r.pd.Notify, r.flights[r.slotByID[rr.ID]])
+		slot, ok := r.slotByID[rr.ID]
+		if !ok || r.flights[slot].rr != rr || r.flights[slot].notified {
+			continue // evicted: its prefill pod was notified then
+		}
+		r.notify(now, r.pd.Notify, r.flights[slot])
 	}
 }
 
 // EPPRequest is the request the EPP gets for wr: its body and the prompt
-// tokens the model server computes, the session id header, and wr's Memo.
+// tokens the model server computes, its headers and the session id header,
+// and wr's Memo.
 func EPPRequest(wr *workload.Request) *epp.Request {
-	headers := map[string]string{}
+	headers := make(map[string]string, 1+len(wr.Headers))
+	for k, v := range wr.Headers {
+		headers[k] = v
+	}
 	if wr.Session != "" {
 		// eppsim's clients send the session id the way session-affinity
 		// (session_id strategy) expects it by default.
@@ -946,6 +1312,14 @@ func matchFraction(e *epp.Endpoint, keys []epp.DataKey) (frac float64, total int
 // deliver hands a routed request to its replica.
 func (r *runner) deliver(now int64, slot int) {
 	f := r.flights[slot]
+	f.pending = false
+	if f.aborted {
+		if f.prr != nil && !f.notified {
+			r.notify(now, r.pd.Notify, f)
+		}
+		r.freeSlot(slot)
+		return
+	}
 	fr := r.fleet[f.replica]
 	if err := fr.eng.Add(f.rr, now); err != nil {
 		r.dropFlight(slot)
@@ -954,13 +1328,21 @@ func (r *runner) deliver(now int64, slot int) {
 			// frees the prefill pod's blocks at once (A.5).
 			r.notify(now, r.pd.Notify, f)
 		}
-		f.rec.Outcome, f.rec.Reason = Rejected, err.Error()
+		r.observe(now)
 		r.router.ResponseComplete(&epp.Cycle{Now: now}, f.er, f.res)
+		// vLLM answers a request it cannot fit with HTTP 400.
+		f.rec.Outcome, f.rec.Reason, f.rec.HTTPStatus, f.rec.Cause = Rejected, err.Error(), http.StatusBadRequest, CauseEngineRejected
 		r.finish(f)
+		r.flowTimers(now)
 		return
 	}
+	f.inEngine = true
 	r.kick(now, f.replica)
 }
+
+// CauseEngineRejected is the Record.Cause of a request an engine refused
+// (longer than its maximum sequence length).
+const CauseEngineRejected = "engine-rejected"
 
 // kick starts a step on an idle replica. An engine left idle with CPU
 // tier copies in flight is woken when the first completes.
@@ -978,6 +1360,9 @@ func (r *runner) kick(now int64, i int) {
 		return
 	}
 	fr.inStep = true
+	if r.gpu != nil {
+		fr.busy.begin(now)
+	}
 	r.at(now+d, evStepEnd, i)
 }
 
@@ -998,6 +1383,9 @@ func (r *runner) wake(now int64, i int) {
 func (r *runner) stepEnd(now int64, i int) {
 	fr := r.fleet[i]
 	fr.inStep = false
+	if r.gpu != nil {
+		fr.busy.end(now)
+	}
 	out := fr.eng.EndStep(now)
 	if len(out.Pulled) > 0 {
 		r.pulled(now, out.Pulled)
@@ -1009,6 +1397,8 @@ func (r *runner) stepEnd(now int64, i int) {
 		return
 	}
 	c := &epp.Cycle{Now: now}
+	// The response hooks change flow control's inputs (in-flight counters).
+	r.observe(now)
 	for _, rr := range out.FirstTokens {
 		f := r.flights[r.slotByID[rr.ID]]
 		if rr == f.prr {
@@ -1024,6 +1414,9 @@ func (r *runner) stepEnd(now int64, i int) {
 			continue
 		}
 		r.dropFlight(slot)
+		if r.usageWanted && usageReported(f.er.Body) {
+			f.er.Usage = &epp.Usage{PromptTokens: f.wr.PromptLen, CompletionTokens: rr.OutputLen}
+		}
 		r.router.ResponseComplete(c, f.er, f.res)
 		rec := &f.rec
 		rec.Outcome = Completed
@@ -1068,6 +1461,26 @@ func (r *runner) stepEnd(now int64, i int) {
 		}
 	}
 	r.kick(now, i)
+	r.flowTimers(now)
+}
+
+// usageReported reports whether the response to body carries a usage
+// block: always without streaming; when streaming only with
+// stream_options.include_usage (vLLM's OpenAI server).
+func usageReported(body []byte) bool {
+	if !bytes.Contains(body, []byte(`"stream"`)) {
+		return true
+	}
+	var b struct {
+		Stream        any `json:"stream"`
+		StreamOptions *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if json.Unmarshal(body, &b) != nil || b.Stream != true {
+		return true
+	}
+	return b.StreamOptions != nil && b.StreamOptions.IncludeUsage
 }
 
 func (r *runner) finish(f *flight) {
@@ -1091,6 +1504,7 @@ func (r *runner) finish(f *flight) {
 // re-arms itself while there is anything left to happen.
 func (r *runner) scrape(now int64) {
 	r.scrapes++
+	r.observe(now)
 	for _, fr := range r.fleet {
 		g := fr.eng.Gauges()
 		fr.kvSum += g.KVCacheUsagePerc
@@ -1103,6 +1517,10 @@ func (r *runner) scrape(now int64) {
 			CacheCPUCapacityTokens: g.CPUCacheCapacityTokens, UpdateTime: now,
 		})
 	}
+	if r.gpu != nil {
+		r.gpuPoll(r.scrapes - 1)
+	}
+	r.flowTimers(now)
 	if r.active() {
 		r.loop.At(now+r.opts.ScrapeInterval, r, arg(evScrape, 0))
 	}

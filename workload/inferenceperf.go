@@ -23,6 +23,10 @@ type InferencePerfConfig struct {
 	Data   InferencePerfData
 	Load   InferencePerfLoad
 	Server InferencePerfServer
+	// Headers are api.headers, sent with every request (keys lower-cased):
+	// an InferenceObjective or fairness ID header reaches the EPP's flow
+	// control (flow-control.md §2).
+	Headers map[string]string
 	// Notes name keys that were read but change nothing (the legacy
 	// shared_prefix keys); callers may show them to the user.
 	Notes []string
@@ -161,7 +165,7 @@ func ParseInferencePerf(data []byte, file string) (*InferencePerfConfig, error) 
 	err := p.members(root, "", func(k string, kn, v *yaml.Node, f string) error {
 		switch k {
 		case "api":
-			return p.api(v, f, &c.API)
+			return p.api(v, f, &c.API, &c.Headers)
 		case "data":
 			seenData = true
 			return p.data(v, f, c)
@@ -337,7 +341,7 @@ func (p *iperfParser) integer(n *yaml.Node, field string, lo, hi int) (int, erro
 	return int(f), nil
 }
 
-func (p *iperfParser) api(n *yaml.Node, path string, a *InferencePerfAPI) error {
+func (p *iperfParser) api(n *yaml.Node, path string, a *InferencePerfAPI, headers *map[string]string) error {
 	return p.members(n, path, func(k string, kn, v *yaml.Node, f string) error {
 		var err error
 		switch k {
@@ -351,7 +355,17 @@ func (p *iperfParser) api(n *yaml.Node, path string, a *InferencePerfAPI) error 
 		case "streaming":
 			a.Streaming, err = p.boolean(v, f)
 		case "headers":
-			// HTTP headers do not reach the router's decision here.
+			err = p.members(v, f, func(k string, _, hv *yaml.Node, hf string) error {
+				val, err := p.str(hv, hf)
+				if err != nil {
+					return err
+				}
+				if *headers == nil {
+					*headers = map[string]string{}
+				}
+				(*headers)[strings.ToLower(k)] = val
+				return nil
+			})
 		default:
 			return p.unknown(kn, f, "type", "streaming", "headers")
 		}

@@ -112,7 +112,7 @@ func newInferencePerfStream(cfg *InferencePerfConfig, o Options, userModel strin
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{name: cfg.File, format: FormatInferencePerf, mode: o.Mode, rd: rd, scale: o.TimeScale}, nil
+	return &Stream{name: cfg.File, format: FormatInferencePerf, mode: o.Mode, rd: rd, scale: o.TimeScale, classes: newClassAssigner(o)}, nil
 }
 
 // Virtual block ids of synthesized inference-perf text (blockSynth keys):
@@ -415,7 +415,7 @@ func (r *iperfReader) next() (*Request, error) {
 	r.last = t
 	req := &Request{
 		ID: r.nextID, Prev: -1, Arrival: int64(math.Round(t * 1e9)), Model: r.model,
-		Endpoint: r.endpoint, Stage: r.stage,
+		Endpoint: r.endpoint, Stage: r.stage, Headers: r.cfg.Headers,
 	}
 	n := r.n
 	r.n++

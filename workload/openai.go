@@ -24,6 +24,10 @@ import (
 //	x_think_ms       closed-loop think time before this turn (default: the gap
 //	                 to the previous turn's arrival, or a draw from Options.ThinkTime)
 //	x_stage          0-based load stage (Request.Stage; default 0)
+//	x_headers        request headers (an object of strings; Request.Headers,
+//	                 keys lower-cased)
+//	x_objective      the InferenceObjective: header x-llm-d-inference-objective
+//	x_fairness_id    the fairness ID: header x-llm-d-inference-fairness-id
 //
 // Lines are decoded by openaiFast (openai_fast.go) in one pass when they are
 // of a shape it fully understands, else by encoding/json; both yield the same
@@ -59,13 +63,16 @@ func newOpenAIReader(r io.Reader, name string, o *Options) (*openaiReader, error
 }
 
 type openaiX struct {
-	ArrivalMs    json.RawMessage `json:"x_arrival_ms"`
-	SessionID    *flexID         `json:"x_session_id"`
-	Turn         *int            `json:"x_turn"`
-	OutputTokens *int64          `json:"x_output_tokens"`
-	OutputText   *string         `json:"x_output_text"`
-	ThinkMs      json.RawMessage `json:"x_think_ms"`
-	Stage        *int            `json:"x_stage"`
+	ArrivalMs    json.RawMessage   `json:"x_arrival_ms"`
+	SessionID    *flexID           `json:"x_session_id"`
+	Turn         *int              `json:"x_turn"`
+	OutputTokens *int64            `json:"x_output_tokens"`
+	OutputText   *string           `json:"x_output_text"`
+	ThinkMs      json.RawMessage   `json:"x_think_ms"`
+	Stage        *int              `json:"x_stage"`
+	Headers      map[string]string `json:"x_headers"`
+	Objective    *string           `json:"x_objective"`
+	FairnessID   *string           `json:"x_fairness_id"`
 }
 
 func (x *openaiX) merge(o *openaiX) {
@@ -90,6 +97,35 @@ func (x *openaiX) merge(o *openaiX) {
 	if x.Stage == nil {
 		x.Stage = o.Stage
 	}
+	if x.Headers == nil {
+		x.Headers = o.Headers
+	}
+	if x.Objective == nil {
+		x.Objective = o.Objective
+	}
+	if x.FairnessID == nil {
+		x.FairnessID = o.FairnessID
+	}
+}
+
+// headers returns the request headers of the identity fields (nil when
+// none): x_headers with lower-cased keys, then x_objective and
+// x_fairness_id as their headers.
+func (x *openaiX) headers() map[string]string {
+	if x.Headers == nil && x.Objective == nil && x.FairnessID == nil {
+		return nil
+	}
+	h := make(map[string]string, len(x.Headers)+2)
+	for k, v := range x.Headers {
+		h[strings.ToLower(k)] = v
+	}
+	if x.Objective != nil {
+		h[ObjectiveHeader] = *x.Objective
+	}
+	if x.FairnessID != nil {
+		h[FairnessHeader] = *x.FairnessID
+	}
+	return h
 }
 
 type openaiEnvelope struct {
@@ -323,6 +359,7 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	if x.Stage != nil {
 		req.Stage = *x.Stage
 	}
+	req.Headers = x.headers()
 	if body.CacheSalt != nil {
 		req.CacheSalt = *body.CacheSalt
 	}

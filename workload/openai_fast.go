@@ -20,7 +20,9 @@ package workload
 //     x_arrival_ms, x_think_ms and prompt;
 //   - nesting no deeper than maxFastDepth.
 //
-// Anything else, including every line encoding/json rejects, declines, and
+// Lines with the request identity fields (x_headers, x_objective,
+// x_fairness_id) decline too. Anything else, including every line
+// encoding/json rejects, declines, and
 // the line goes through the general path unchanged, which then decides it
 // and words every error exactly as before. The semantic checks after
 // decoding are shared. FuzzOpenAIFast and TestOpenAIFastDifferential check
@@ -123,6 +125,9 @@ func (f *openaiFast) object(o *openaiFastObj, top bool) bool {
 		bit := keyBit(k, openaiKeyNames[:])
 		if bit < 0 || o.seen&uint32(bit) != 0 {
 			return false
+		}
+		if bit == 0 && identityKey(k) {
+			return false // request identity fields: the general path reads them
 		}
 		if !top && (bit == okURL || bit == okBody) {
 			bit = 0 // the body struct has no such fields
@@ -489,4 +494,11 @@ func (f *openaiFast) cleanBody() []byte {
 		}
 	}
 	return append(out, '}')
+}
+
+// identityKey reports whether k is one of the request identity fields
+// (x_headers, x_objective, x_fairness_id), ignoring case as encoding/json
+// matches them.
+func identityKey(k []byte) bool {
+	return asciiEqualFold(k, "x_headers") || asciiEqualFold(k, "x_objective") || asciiEqualFold(k, "x_fairness_id")
 }

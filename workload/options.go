@@ -137,6 +137,15 @@ type Options struct {
 	// HashIDs are still set) for hash-id traces (Mooncake, Alibaba); used for
 	// fast statistics. Other formats always tokenize.
 	NoTokens bool
+	// Classes is a priority mix (flow-control.md §2): every session (a
+	// request without one on its own) that carries no objective header
+	// gets the objective of a class drawn by share from the seed and its
+	// session id. The classes are the run's InferenceObjectives.
+	Classes []PriorityClass
+	// FairnessID is the source of the fairness ID header of requests that
+	// carry none: FairnessNone (the EPP's default-flow), FairnessSession
+	// or FairnessClass.
+	FairnessID string
 	// InferencePerf tunes the traffic of inference-perf configs.
 	InferencePerf InferencePerfOptions
 	// Tokenizer may be shared between sources; nil creates one.
@@ -190,6 +199,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.Model == "" {
 		c.Model = DefaultModel
+	}
+	if err := validateClasses(c.Classes); err != nil {
+		return c, err
+	}
+	if _, err := ParseFairnessID(c.FairnessID); err != nil {
+		return c, err
 	}
 	if c.ThinkTime == (LogNormal{}) {
 		c.ThinkTime = DefaultThinkTime()

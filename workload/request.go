@@ -66,6 +66,11 @@ type Request struct {
 	// last, which covers the rest of PromptLen.
 	HashIDs       []int64
 	HashBlockSize int
+	// Headers are request headers the client sends besides the body, keys
+	// lower-case: the InferenceObjective (x-llm-d-inference-objective), the
+	// fairness ID (x-llm-d-inference-fairness-id), SLO headers
+	// (flow-control.md §2, §9, §13). Nil when none.
+	Headers map[string]string
 	// Stage is the 0-based index of the load stage the request belongs to,
 	// for workloads that run in stages (inference-perf configs: the index in
 	// load.stages; OpenAI JSONL: x_stage), so that latency can be reported

@@ -39,6 +39,7 @@ type Stream struct {
 	skipped     int
 	skipErrs    []error
 	emitted     int64
+	classes     *classAssigner // Options.Classes and FairnessID; nil: none
 }
 
 // Next returns the next request, or io.EOF.
@@ -63,6 +64,9 @@ func (s *Stream) Next() (*Request, error) {
 			// floor(a·s) <= floor(p·s) + ceil(t·s) keeps Arrival <= prev + think.
 			r.Arrival = int64(math.Floor(float64(r.Arrival) * s.scale))
 			r.ThinkTime = int64(math.Ceil(float64(r.ThinkTime) * s.scale))
+		}
+		if s.classes != nil {
+			s.classes.apply(r)
 		}
 		s.emitted++
 		return r, nil
@@ -173,7 +177,7 @@ func newStream(r io.Reader, name string, o Options) (*Stream, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &Stream{name: name, format: f, mode: mode, rd: rd, scale: o.TimeScale, skipInvalid: o.SkipInvalid}, nil
+	return &Stream{name: name, format: f, mode: mode, rd: rd, scale: o.TimeScale, skipInvalid: o.SkipInvalid, classes: newClassAssigner(o)}, nil
 }
 
 // timestamped formats have arrival times of their own (OpenAI JSONL may).
@@ -195,7 +199,8 @@ const DefaultWorkload = "builtin:chat"
 // Builtin), or the traffic of an inference-perf config named
 // "inference-perf:FILE" (see NewInferencePerfSource). With Options.Rate > 0
 // a timestamped file is read twice: a first, token-free pass measures its
-// mean rate.
+// mean rate. Options.Classes and FairnessID give requests their objective
+// and fairness ID headers (classes.go).
 func Open(path string, opt Options) (*Stream, error) {
 	o, err := opt.withDefaults()
 	if err != nil {

@@ -95,7 +95,7 @@ func newSynthStream(name string, spec *Spec, rng *rand.Rand, o Options, userMode
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &Stream{name: name, format: FormatSynth, mode: o.Mode, rd: r, scale: o.TimeScale}, nil
+	return &Stream{name: name, format: FormatSynth, mode: o.Mode, rd: r, scale: o.TimeScale, classes: newClassAssigner(o)}, nil
 }
 
 func newSynthReader(sp *Spec, rng *rand.Rand, o *Options) (*synthReader, error) {

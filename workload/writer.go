@@ -11,7 +11,8 @@ import (
 
 // WriteOpenAI writes r as one OpenAI Batch-API JSONL line with eppsim's
 // replay fields (x_arrival_ms, x_session_id, x_turn, x_output_tokens,
-// x_output_text, x_think_ms, and x_stage when the stage is not 0), so that
+// x_output_text, x_think_ms, x_stage when the stage is not 0, and
+// x_headers when the request has headers), so that
 // reading the line back gives the same request: the same body, prompt
 // tokens, output, timing and stage.
 func WriteOpenAI(w io.Writer, r *Request) error {
@@ -48,6 +49,15 @@ func WriteOpenAI(w io.Writer, r *Request) error {
 	if r.Stage != 0 {
 		b.WriteString(`,"x_stage":`)
 		b.WriteString(strconv.Itoa(r.Stage))
+	}
+	if len(r.Headers) > 0 {
+		// Sorted keys keep the line deterministic.
+		h, err := json.Marshal(r.Headers)
+		if err != nil {
+			return fmt.Errorf("workload: request %d: headers: %w", r.ID, err)
+		}
+		b.WriteString(`,"x_headers":`)
+		b.Write(h)
 	}
 	b.WriteString("}\n")
 	_, err := w.Write(b.Bytes())

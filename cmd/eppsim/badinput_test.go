@@ -118,6 +118,8 @@ func TestBadInputs(t *testing.T) {
 		{"warmup past duration", []string{"run", "--warmup", "10s", "--duration", "5s"}, "--warmup 10s: must be shorter than --duration 5s"},
 		{"zero scrape interval", []string{"run", "--refresh-metrics-interval", "0s"}, "--refresh-metrics-interval 0s: must be greater than 0"},
 		{"zero sample interval", []string{"run", "--timeseries-interval", "0s"}, "--timeseries-interval"},
+		{"zero dcgm collect interval", []string{"run", "--dcgm-collect-interval", "0s"}, "--dcgm-collect-interval 0s: must be greater than 0"},
+		{"negative dcgm collect interval", []string{"run", "--dcgm-collect-interval", "-30s"}, "--dcgm-collect-interval -30s: must be greater than 0"},
 		{"negative epp latency", []string{"run", "--epp-latency", "-1ms"}, "--epp-latency"},
 		{"negative network latency", []string{"run", "--network-latency", "-1ms"}, "--network-latency"},
 		{"negative time scale", []string{"run", "--time-scale", "-2"}, "--time-scale -2"},

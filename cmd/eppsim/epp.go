@@ -8,8 +8,10 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -159,6 +161,7 @@ func printEffective(w io.Writer, l *config.Loaded) {
 	fmt.Fprintf(w, "auto-created producers: %s\n", orNone(strings.Join(autos, ", ")))
 	fmt.Fprintf(w, "parsers: %s\n", strings.Join(l.Parsers, ", "))
 	fmt.Fprintf(w, "saturation detector: %s\n", l.SaturationDetector)
+	printAdmission(w, l)
 	var gates []string
 	for g, v := range l.FeatureGates {
 		gates = append(gates, fmt.Sprintf("%s=%t", g, v))
@@ -195,6 +198,35 @@ func printEffective(w io.Writer, l *config.Loaded) {
 			fmt.Fprintf(w, "  %s\n", s)
 		}
 	}
+}
+
+// printAdmission describes director steps 4 and 9: the legacy gate or flow
+// control's bands and policies, and the Admit plugins.
+func printAdmission(w io.Writer, l *config.Loaded) {
+	fc := l.FlowControl
+	if fc == nil {
+		fmt.Fprintf(w, "admission: legacy gate (flowControl off): a request of priority < 0 is rejected (HTTP 429) when %s's saturation is ≥ 1\n", l.SaturationDetector)
+	} else {
+		fmt.Fprintf(w, "admission: flow control: TTL %s (%s without endpoints), usage-limit policy %s, global caps %s bytes / %s requests, eviction %t\n",
+			fc.DefaultRequestTTL, fc.NoEndpointRequestTTL, fc.UsageLimitPolicy, capOrNone(fc.MaxBytes), capOrNone(fc.MaxRequests), fc.EnableEviction)
+		for _, b := range fc.Bands {
+			fmt.Fprintf(w, "  band %d: %s, %s, ≤ %d bytes, ≤ %d requests\n", b.Priority, b.FairnessPolicy, b.OrderingPolicy, b.MaxBytes, b.MaxRequests)
+		}
+		d := fc.DefaultPriorityBand
+		fmt.Fprintf(w, "  bands of other objective priorities: %s, %s, ≤ %d bytes, ≤ %d requests\n", d.FairnessPolicy, d.OrderingPolicy, d.MaxBytes, d.MaxRequests)
+	}
+	var adm []string
+	for _, a := range l.Router().Admitters {
+		adm = append(adm, a.Name())
+	}
+	fmt.Fprintf(w, "admit plugins: %s\n", orNone(strings.Join(adm, ", ")))
+}
+
+func capOrNone(v int64) string {
+	if v == 0 {
+		return "unlimited"
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 func orNone(s string) string {
@@ -473,6 +505,15 @@ func explain(w io.Writer, l *config.Loaded, eps explainEndpoints, rq explainRequ
 	c := &epp.Cycle{Now: now}
 	cands := r.Candidates()
 	res, schedErr := r.ScheduleOn(c, req, cands)
+	var wait *epp.WaitError
+	if errors.As(schedErr, &wait) {
+		// A data producer holds the request (the burst window): the
+		// decision is made when it lets go, with no other request in its
+		// batch.
+		fmt.Fprintf(w, "note: a data producer held the request for %v (burst window); the decision follows at its end\n", time.Duration(wait.Until-now))
+		c = &epp.Cycle{Now: wait.Until}
+		res, schedErr = r.Resume(c, req)
+	}
 	if errors.Is(schedErr, epp.ErrBadRequest) {
 		// Rejected before any plugin ran (spec §2.1 step 0).
 		fmt.Fprintf(w, "\nrequest rejected: %v\n", schedErr)

@@ -113,6 +113,9 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 	names := map[string]int{}
 	jobs := make([]runJob, len(configs))
 	pd := false
+	// Request identity columns and the per-class plot: with flow control
+	// or a workload that names classes, objectives or fairness IDs.
+	classes := len(spec.Env.Objectives) > 0 || len(spec.Workload.Classes) > 0 || spec.Workload.FairnessID != ""
 	for i, c := range configs {
 		name := scenario.ForSource(c).Name
 		if names[name]++; names[name] > 1 {
@@ -125,13 +128,14 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 			return withExitCode(2, err)
 		}
 		pd = pd || l.Disaggregates()
+		classes = classes || l.FlowControl != nil
 	}
 	var out *report.Output
 	if f.out != "" {
 		if err := checkOutDir(f.out, f.force); err != nil {
 			return withExitCode(2, err)
 		}
-		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: f.argv, PD: pd})
+		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: f.argv, PD: pd, Classes: classes})
 		if err != nil {
 			return withExitCode(2, err)
 		}

@@ -6,12 +6,14 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/eppsim/eppsim/arch"
+	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/scenario"
 	"github.com/eppsim/eppsim/sim"
@@ -58,7 +60,11 @@ type specFlags struct {
 	pcieGBps    float64
 	jobOverhead time.Duration
 	pd          pdFlags
+	dcgmCollect time.Duration
 	upstream    []string
+	classes     []string
+	objectives  []string
+	fairnessID  string
 
 	flags *pflag.FlagSet // to tell flags given from defaults
 }
@@ -94,6 +100,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.pcieGBps, "offload-pcie-bandwidth", 0, fmt.Sprintf("GB/s per GPU of the CPU tier's copies, each way (default %g, an estimate: PCIe Gen5 x16 pinned; Gen4 is about 22)", replica.DefaultOffloadPCIeGBps))
 	fl.DurationVar(&f.jobOverhead, "offload-job-overhead", 0, fmt.Sprintf("fixed cost of one CPU tier copy job (default %gµs, an estimate)", replica.DefaultOffloadJobOverheadUs))
 	f.pd.register(fl)
+	fl.DurationVar(&f.dcgmCollect, "dcgm-collect-interval", time.Duration(sim.DefaultDCGMCollectInterval), "dcgm-exporter's --collect-interval on every replica, when the EPP config polls DCGM (dcgm-data-source with dcgm-extractor): each exporter publishes the replica's GPU busy share of every such period (docs/epp.md, GPU telemetry)")
 	fl.StringArrayVar(&f.upstream, "epp-upstream", nil, "turn on a later llm-d-router behaviour in every EPP config, named after the upstream change (repeatable): "+upstreamHelp())
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
@@ -108,6 +115,55 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.sampleEvery, "timeseries-interval", 10*time.Second, "time-series sampling period (with --out)")
 	fl.BoolVar(&f.checkInvar, "check-invariants", false, "verify replica invariants after every step (slow; debugging)")
 	f.iperf.register(fl)
+	fl.StringArrayVar(&f.classes, "priority-class", nil, "a priority class of the workload, NAME=PRIORITY:SHARE (repeatable): an InferenceObjective NAME of that priority, sent (x-llm-d-inference-objective) by that share of the sessions (shares are weights); requests whose trace names an objective keep it (docs/workloads.md, docs/flow-control.md)")
+	fl.StringArrayVar(&f.objectives, "inference-objective", nil, "an InferenceObjective the EPP knows, NAME=PRIORITY or NAME (no priority) (repeatable): for traces whose requests name objectives (x_objective, x_headers, inference-perf api.headers)")
+	fl.StringVar(&f.fairnessID, "fairness-id", "none", "fairness ID (x-llm-d-inference-fairness-id) of requests that carry none: none (the EPP's default-flow), session (the session id) or class (the objective)")
+}
+
+// identity returns the workload's priority classes, the fairness ID
+// source and the InferenceObjectives of the run (flow-control.md §2).
+func (f *specFlags) identity() ([]workload.PriorityClass, string, []epp.Objective, error) {
+	var classes []workload.PriorityClass
+	var objs []epp.Objective
+	seen := map[string]bool{}
+	for _, c := range f.classes {
+		pc, err := workload.ParsePriorityClass(c)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("--priority-class: %w", err)
+		}
+		if seen[pc.Name] {
+			return nil, "", nil, fmt.Errorf("--priority-class %s: the objective %q is given twice", c, pc.Name)
+		}
+		seen[pc.Name] = true
+		classes = append(classes, pc)
+		p := pc.Priority
+		objs = append(objs, epp.Objective{Name: pc.Name, Priority: &p})
+	}
+	for _, o := range f.objectives {
+		name, prio, hasPrio := strings.Cut(o, "=")
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return nil, "", nil, fmt.Errorf("--inference-objective %q: want NAME=PRIORITY or NAME", o)
+		}
+		if seen[name] {
+			return nil, "", nil, fmt.Errorf("--inference-objective %s: the objective %q is given twice", o, name)
+		}
+		seen[name] = true
+		obj := epp.Objective{Name: name}
+		if hasPrio {
+			p, err := strconv.Atoi(strings.TrimSpace(prio))
+			if err != nil {
+				return nil, "", nil, fmt.Errorf("--inference-objective %s: priority %q is not an integer", o, prio)
+			}
+			obj.Priority = &p
+		}
+		objs = append(objs, obj)
+	}
+	fid, err := workload.ParseFairnessID(f.fairnessID)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--fairness-id: %w", err)
+	}
+	return classes, fid, objs, nil
 }
 
 // Help texts shared by every verb that reads traces, so run, sweep, tune
@@ -140,6 +196,7 @@ func (f *specFlags) check() error {
 		{"duration", f.duration, false}, {"warmup", f.warmup, false}, {"kv-event-lag", f.kvLag, false},
 		{"epp-latency", f.eppLatency, false}, {"network-latency", f.netLatency, false},
 		{"refresh-metrics-interval", f.refresh, true}, {"timeseries-interval", f.sampleEvery, true},
+		{"dcgm-collect-interval", f.dcgmCollect, true},
 		{"offload-job-overhead", f.jobOverhead, false},
 		{"pd-transfer-base-latency", f.pd.base, false}, {"pd-handshake", f.pd.handshake, false},
 		{"pd-hop", f.pd.hop, false}, {"pd-response", f.pd.response, false}, {"pd-notify", f.pd.notify, false},
@@ -241,13 +298,19 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	classes, fid, objs, err := f.identity()
+	if err != nil {
+		return nil, err
+	}
+	wopts.Classes, wopts.FairnessID = classes, fid
 	return &scenario.Spec{
 		Version: version, Trace: f.trace, Workload: wopts, Fleet: fleet,
 		Env: sim.Options{
 			Seed: f.seed, ScrapeInterval: int64(f.refresh), KVEventLag: int64(f.kvLag),
 			EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
 			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
-			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f),
+			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f), Objectives: objs,
+			DCGMCollectInterval: int64(f.dcgmCollect),
 		},
 		Upstream: f.upstream,
 	}, nil

@@ -43,6 +43,19 @@ func (l *Loaded) Router() *epp.Router {
 		}
 		r.Profiles = append(r.Profiles, cp)
 	}
+	r.Detector = l.SaturationDetectorPlugin()
+	// Admit plugins run in configuration declaration order
+	// (flow-control.md §16.5).
+	for _, ps := range l.Config.Plugins {
+		if a, ok := l.Plugin(ps.Name).(epp.Admitter); ok {
+			r.Admitters = append(r.Admitters, a)
+		}
+	}
+	if l.flow != nil {
+		r.Flow = l.flow
+		l.flow.SetPool(r.LivePool)
+	}
+	r.GPUPolls = l.gpuPolls()
 	for _, in := range l.Plugins {
 		if h, ok := in.Plugin.(epp.PreRequestHook); ok {
 			r.PreRequest = append(r.PreRequest, h)
@@ -55,6 +68,31 @@ func (l *Loaded) Router() *epp.Router {
 		}
 	}
 	return r
+}
+
+// gpuPolls lists the dataLayer sources that are dcgm-data-sources with at
+// least one dcgm-extractor among their extractors (epp/gpu.go). A
+// dcgm-extractor wired to another source finds no DCGM gauges in what that
+// source fetches, and a dcgm-data-source without one stores nothing: both
+// do nothing, and cost nothing.
+func (l *Loaded) gpuPolls() []epp.GPUPoll {
+	if l.Config.DataLayer == nil {
+		return nil
+	}
+	var out []epp.GPUPoll
+	for _, s := range l.Config.DataLayer.Sources {
+		src, ok := l.Plugin(s.PluginRef).(epp.GPUTelemetrySource)
+		if !ok {
+			continue
+		}
+		for _, e := range s.Extractors {
+			if _, ok := l.Plugin(e.PluginRef).(epp.GPUTelemetryExtractor); ok {
+				out = append(out, epp.GPUPoll{Source: src.Name(), Interval: src.GPUPollInterval()})
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Marshal writes cfg as EndpointPickerConfig YAML that Load accepts.

@@ -6,8 +6,11 @@ import (
 	"fmt"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/admitter"
+	"github.com/eppsim/eppsim/epp/flowcontrol"
 	"github.com/eppsim/eppsim/epp/parser"
 	"github.com/eppsim/eppsim/epp/plugins"
+	"github.com/eppsim/eppsim/epp/producer"
 	"github.com/eppsim/eppsim/epp/profile"
 )
 
@@ -16,7 +19,10 @@ import (
 // the fallback entries of epp/plugins. They test the loader alone, whatever
 // state the real plugin packages are in; the disaggregation handlers and
 // deciders are the real ones (epp/profile), since the loader resolves the
-// deciders they reference.
+// deciders they reference, and so are the flow-control policies and the
+// admitters (epp/flowcontrol, epp/admitter), since the loader builds the
+// flow-control layer from them; and so are the DCGM data-layer plugins
+// (epp/producer), whose wiring the assembler reads.
 
 type fake struct {
 	epp.TypedName
@@ -171,7 +177,19 @@ func fakeRegistry(log *[]string) *epp.Registry {
 		}
 		return &fakeScorer{fake: fake{TypedName: tn("endpoint-attribute-scorer", name)}}, nil
 	})
-	for _, t := range []string{"decode-filter", "prefill-filter", "encode-filter", "endpoint-attribute-filter"} {
+	r.Register("topology-affinity-scorer", func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+		if err := decodeAny("topology-affinity-scorer", name, params); err != nil {
+			return nil, err
+		}
+		return &fakeScorer{fake: fake{TypedName: tn("topology-affinity-scorer", name)}}, nil
+	})
+	r.Register("topology-extractor", func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+		if err := decodeAny("topology-extractor", name, params); err != nil {
+			return nil, err
+		}
+		return &fake{TypedName: tn("topology-extractor", name)}, nil
+	})
+	for _, t := range []string{"decode-filter", "prefill-filter", "encode-filter", "endpoint-attribute-filter", "topology-affinity-filter"} {
 		r.Register(t, func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
 			if err := decodeAny(t, name, params); err != nil {
 				return nil, err
@@ -218,6 +236,17 @@ func fakeRegistry(log *[]string) *epp.Registry {
 	producerType("token-producer", epp.TokenizedPromptType)
 	producerType("approx-prefix-cache-producer", epp.PrefixCacheMatchInfoType, tokenDep)
 	producerType("precise-prefix-cache-producer", epp.PrefixCacheMatchInfoType, tokenDep)
+	producerType("burst-prefix-cache-producer", epp.PrefixCacheMatchInfoType, tokenDep)
+	r.Register("mm-embeddings-cache-producer", func(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+		var p struct {
+			CacheSizeInMBPerServer int `json:"cacheSizeInMBPerServer"`
+		}
+		if err := epp.DecodeParams("mm-embeddings-cache-producer", name, params, &p); err != nil {
+			return nil, err
+		}
+		return &fakeProducer{fake: fake{TypedName: tn("mm-embeddings-cache-producer", name), deps: []epp.Dependency{tokenDep},
+			keys: []epp.DataKey{{Type: epp.EncoderCacheMatchInfoType, Producer: name}}}, log: log}, nil
+	})
 	producerType("inflight-load-producer", epp.InFlightLoadType,
 		epp.Dependency{Key: epp.DataKey{Type: epp.PrefixCacheMatchInfoType, Producer: epp.ApproxPrefixProducer}})
 	// Test-only types.
@@ -232,6 +261,10 @@ func fakeRegistry(log *[]string) *epp.Registry {
 	})
 	parser.Register(r)
 	profile.RegisterDisagg(r)
+	profile.RegisterDataParallel(r)
+	producer.RegisterDCGM(r)
+	flowcontrol.Register(r)
+	admitter.Register(r)
 	plugins.RegisterFallbacks(r)
 	return r
 }

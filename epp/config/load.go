@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/flowcontrol"
 	closest "github.com/eppsim/eppsim/internal/suggest"
 )
 
@@ -132,17 +133,21 @@ type Loaded struct {
 	Producers []string `json:"producers"`
 	// AutoProducers are the producers CreateMissingDataProducers created, in
 	// creation order.
-	AutoProducers      []string           `json:"autoProducers,omitempty"`
-	Parsers            []string           `json:"parsers"`
-	SaturationDetector string             `json:"saturationDetector"`
-	NotSimulated       []NotSimulatedItem `json:"notSimulated,omitempty"`
-	Warnings           []string           `json:"warnings,omitempty"`
+	AutoProducers      []string `json:"autoProducers,omitempty"`
+	Parsers            []string `json:"parsers"`
+	SaturationDetector string   `json:"saturationDetector"`
+	// FlowControl is the flow-control layer with the flowControl gate on
+	// (nil: the legacy gate, flow-control.md §4).
+	FlowControl  *FlowControlInfo   `json:"flowControl,omitempty"`
+	NotSimulated []NotSimulatedItem `json:"notSimulated,omitempty"`
+	Warnings     []string           `json:"warnings,omitempty"`
 
 	src       []byte
 	opts      Options
 	profiles  []*epp.Profile
 	handler   epp.ProfileHandler
 	producers []epp.DataProducer
+	flow      *flowcontrol.Controller
 }
 
 // Plugin returns the instance named name, or nil.
@@ -299,10 +304,7 @@ type Parser interface {
 // concurrency-detector): Saturation returns the pool saturation of eps at
 // simulated time now (≥ 1 means saturated). The detector types of spec §1.4
 // are recognised by type as well.
-type SaturationDetector interface {
-	epp.Plugin
-	Saturation(eps []*epp.Endpoint, now int64) float64
-}
+type SaturationDetector = epp.SaturationDetector
 
 func isParser(p epp.Plugin) bool {
 	if _, ok := p.(Parser); ok {
@@ -448,11 +450,11 @@ func (l *loader) run() (*Loaded, error) {
 		}
 	}
 	if l.gates[FeatureGateFlowControl] {
-		out.NotSimulated = append(out.NotSimulated, NotSimulatedItem{
-			Name: "featureGates." + FeatureGateFlowControl, Type: "feature gate",
-			Reason: "not simulated: flow-control queueing (priority bands, fairness, ordering and usage-limit policies); " +
-				"fallback: legacy admission (spec §7.4): requests are never queued, only priority < 0 requests are shed at saturation ≥ 1",
-		})
+		ctl, info, err := l.buildFlowControl()
+		if err != nil {
+			return nil, err
+		}
+		out.flow, out.FlowControl = ctl, info
 	}
 	out.Plugins = l.infos
 	out.Warnings = l.warnings

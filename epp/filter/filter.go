@@ -59,6 +59,8 @@ func Register(r *epp.Registry) {
 	r.Register(PrefixCacheAffinityType, prefixCacheAffinityFactory)
 	r.Register(UtilizationFilterType, utilizationFilterFactory)
 	r.Register(SLOHeadroomTierType, sloHeadroomTierFactory)
+	r.Register(TopologyExtractorType, topologyExtractorFactory)
+	r.Register(TopologyAffinityFilterType, topologyAffinityFactory)
 	r.Register(UtilizationDetectorType, utilizationDetectorFactory)
 	r.Register(ConcurrencyDetectorType, concurrencyDetectorFactory)
 }

@@ -69,7 +69,8 @@ func TestRegisteredTypes(t *testing.T) {
 	r := epp.NewRegistry()
 	Register(r)
 	want := []string{ByLabelType, ByLabelSelectorType, ConcurrencyDetectorType, DecodeType, EncodeType,
-		LabelSelectorType, PrefillType, PrefixCacheAffinityType, SLOHeadroomTierType, UtilizationDetectorType, UtilizationFilterType}
+		LabelSelectorType, PrefillType, PrefixCacheAffinityType, SLOHeadroomTierType, TopologyAffinityFilterType, TopologyExtractorType,
+		UtilizationDetectorType, UtilizationFilterType}
 	slices.Sort(want)
 	if got := r.Types(); !slices.Equal(got, want) {
 		t.Fatalf("types %v, want %v", got, want)
@@ -82,6 +83,9 @@ func TestRegisteredTypes(t *testing.T) {
 		p := build(t, typ, params)
 		if p.Type() != typ || p.Name() != "f" {
 			t.Errorf("%s: typed name %s/%s", typ, p.Type(), p.Name())
+		}
+		if typ == TopologyExtractorType {
+			continue // a data-layer extractor, not a filter
 		}
 		if got := p.(epp.Filter).Filter(&epp.Cycle{}, &epp.Request{}, nil); len(got) != 0 {
 			t.Errorf("%s: empty input gave %v", typ, got)

@@ -110,6 +110,23 @@ func (d *UtilizationDetector) Saturation(eps []*epp.Endpoint, now int64) float64
 	return total / float64(len(eps))
 }
 
+// NextChange implements epp.SaturationHorizon: the first instant after now
+// at which an endpoint fresh at now turns stale (now − UpdateTime >
+// metricsStalenessThreshold), -1 when none will.
+func (d *UtilizationDetector) NextChange(eps []*epp.Endpoint, now int64) int64 {
+	t := int64(-1)
+	for _, e := range eps {
+		m := &e.Metrics
+		if d.stale(m, now) {
+			continue
+		}
+		if at := m.UpdateTime + d.staleness + 1; t < 0 || at < t {
+			t = at
+		}
+	}
+	return t
+}
+
 // Filter implements epp.Filter: keep endpoints with fresh metrics and
 // q < queue·(1+headroom) and kv < kv·(1+headroom); if none remain, the input
 // is returned unchanged.
@@ -389,4 +406,6 @@ var (
 	_ SaturationDetector = (*ConcurrencyDetector)(nil)
 	_ epp.Filter         = (*UtilizationDetector)(nil)
 	_ epp.Filter         = (*ConcurrencyDetector)(nil)
+
+	_ epp.SaturationHorizon = (*UtilizationDetector)(nil)
 )

@@ -56,12 +56,7 @@ type spec struct {
 const (
 	nativeMetrics = "simulated natively: the simulator scrapes every replica's vLLM gauges each --refresh-metrics-interval (default 50 ms) into the EPP's metrics (spec §7.1)"
 	nativeFleet   = "simulated natively: the endpoints are the simulated fleet, known to the EPP from the start"
-	inertFlow     = "inert: flow control is off by default; with featureGates flowControl on, eppsim reports flow control as not simulated"
 )
-
-func tokenDep() epp.Dependency {
-	return epp.Dependency{Key: epp.DataKey{Type: epp.TokenizedPromptType, Producer: epp.TokenProducer}, Required: true}
-}
 
 func keyOf(typ string) func(name string) []epp.DataKey {
 	return func(name string) []epp.DataKey { return []epp.DataKey{{Type: typ, Producer: name}} }
@@ -80,42 +75,16 @@ func fallbackSpecs() []spec {
 		{typ: "file-discovery", infra: nativeFleet},
 		{typ: "models-data-source", infra: "simulated natively: every replica serves the workload's model"},
 		{typ: "models-data-extractor", infra: "simulated natively: every replica serves the workload's model"},
-		// Flow-control defaults (spec §1.3 step 3).
-		{typ: "fcfs-ordering-policy", infra: inertFlow},
-		{typ: "global-strict-fairness-policy", infra: inertFlow},
-		{typ: "static-usage-limit-policy", infra: inertFlow},
 
 		// Not simulated.
 		{typ: "vllmgrpc-parser", kind: kParser,
 			reason: "not simulated: vLLM gRPC requests (eppsim's requests are HTTP JSON bodies); fallback: never matches a request"},
 		{typ: epp.LatencyProducer, kind: kProducer, produces: keyOf(epp.LatencyPredictionType),
 			reason: "not simulated: needs the latency-predictor model sidecar; fallback: produces no predictions, so latency-scorer runs its composite fallback and slo-headroom-tier-filter keeps every endpoint"},
-		{typ: epp.MMEmbeddingsProducer, kind: kProducer, produces: keyOf(epp.EncoderCacheMatchInfoType),
-			reason: "not simulated: the replicas model no multimodal encoder cache; fallback: produces no encoder-cache match info, so mm-embeddings-cache-scorer scores 0"},
-		{typ: "burst-prefix-cache-producer", kind: kProducer, produces: keyOf(epp.PrefixCacheMatchInfoType), consumes: []epp.Dependency{tokenDep()},
-			reason: "not simulated: request batching windows (burst co-location) are not modelled; fallback: produces no prefix match info, so a prefix-cache-scorer reading it scores 0"},
 		{typ: "p2p-source-producer", kind: kProducer,
 			reason: "not simulated: peer-to-peer KV source selection needs KV transfer between pods; fallback: produces nothing"},
-		{typ: "dcgm-data-source",
-			reason: "not simulated: DCGM GPU telemetry needs real GPUs; fallback: no GPU metrics, so attributes it would feed are missing"},
-		{typ: "dcgm-extractor",
-			reason: "not simulated: DCGM GPU telemetry needs real GPUs; fallback: no GPU attributes (endpoint-attribute plugins treat them as missing)"},
-		{typ: "topology-extractor",
-			reason: "not simulated: node topology (host/rack/zone) comes from the cluster; fallback: no topology attribute"},
-		{typ: "topology-affinity-filter", kind: kFilter,
-			reason: "not simulated: needs node topology; fallback: keeps every endpoint (upstream fails open without topology)"},
-		{typ: "topology-affinity-scorer", kind: kScorer,
-			reason: "not simulated: needs node topology; fallback: scores 0 for every endpoint (upstream's unknown-topology score)"},
 		{typ: "slo-headroom-tier-filter", kind: kFilter, keys: []string{"epsilonExploreNeg"},
 			reason: "not simulated: needs latency predictions; fallback: keeps every endpoint (upstream's no-prediction behaviour)"},
-		{typ: "probabilistic-admitter",
-			reason: "not simulated: admission plugins; fallback: admits every request (legacy admission with the saturation detector still applies)"},
-		{typ: "program-aware-fairness",
-			reason: "not simulated: flow-control fairness policy; fallback: legacy admission (requests are never queued)"},
-		{typ: "soft-reflective-ceiling-policy",
-			reason: "not simulated: flow-control usage-limit policy; fallback: legacy admission (requests are never queued)"},
-		{typ: "data-parallel-profile-handler", kind: kHandler, mode: runAll, keys: []string{"primaryPort"},
-			reason: "not simulated (deprecated type): data-parallel rank routing by port; each simulated endpoint is one engine; fallback: behaves as single-profile-handler"},
 		{typ: "header-profile-handler", kind: kHandler, mode: runOne,
 			reason: "not simulated (alpha): header-selected profiles; fallback: runs the first profile"},
 	}

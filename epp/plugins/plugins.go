@@ -8,14 +8,13 @@
 // entry of one of two kinds:
 //
 //   - Infrastructure: pieces the simulator provides natively (metric
-//     scraping, endpoint discovery) or that are inert by
-//     default (flow-control policies with the flowControl gate off). They
-//     accept their parameters and do nothing; Infrastructure() says why.
+//     scraping, endpoint discovery). They accept their parameters and do
+//     nothing; Infrastructure() says why.
 //   - Not simulated: plugins that need an outside service or hardware
-//     (latency-predictor sidecar, DCGM, node topology, a multimodal
-//     encoder). They implement epp.NotSimulated with "not simulated: <reason>;
-//     fallback: <what eppsim does instead>", and a fallback behaviour that
-//     never silently changes routing beyond what the fallback says.
+//     (the latency-predictor sidecar, a multimodal encoder). They
+//     implement epp.NotSimulated with "not simulated: <reason>; fallback:
+//     <what eppsim does instead>", and a fallback behaviour that never
+//     silently changes routing beyond what the fallback says.
 //
 // Fallback entries are registered only for types still missing, so a
 // sibling package that implements a type always wins. See docs/epp.md for
@@ -24,7 +23,9 @@ package plugins
 
 import (
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/epp/admitter"
 	"github.com/eppsim/eppsim/epp/filter"
+	"github.com/eppsim/eppsim/epp/flowcontrol"
 	"github.com/eppsim/eppsim/epp/parser"
 	"github.com/eppsim/eppsim/epp/picker"
 	"github.com/eppsim/eppsim/epp/producer"
@@ -41,6 +42,8 @@ func Builtin() *epp.Registry {
 	parser.Register(r)
 	profile.Register(r)
 	producer.Register(r)
+	flowcontrol.Register(r)
+	admitter.Register(r)
 	RegisterFallbacks(r)
 	return r
 }

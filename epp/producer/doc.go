@@ -17,7 +17,11 @@
 //     prefix discount;
 //   - session-id-producer: the session id header (or cookie) as a request
 //     attribute;
-//   - burst-prefix-cache-producer: accepted, reported as not simulated.
+//   - burst-prefix-cache-producer (flow-control.md §14.1): the batching
+//     window (members wait for the seal: Produce returns *epp.WaitError)
+//     and the joint placement of the batch;
+//   - mm-embeddings-cache-producer (flow-control.md §14.3): the per-endpoint
+//     encoder-cache LRU of multimodal hashes.
 //
 // Simulation conventions (spec §13):
 //   - The approximate index update that upstream runs in a goroutine after

@@ -121,6 +121,15 @@ func (f *InFlightLoad) Load(endpointName string) epp.InFlightLoad {
 	return epp.InFlightLoad{Requests: int(c.requests), Tokens: int(c.tokens)}
 }
 
+// PutLive implements epp.LiveAttributes: each endpoint's live counters, as
+// the datastore endpoints that the admission layer's detector reads carry
+// them (flow-control.md §11).
+func (f *InFlightLoad) PutLive(eps []*epp.Endpoint) {
+	for _, e := range eps {
+		e.Put(f.loadKey, f.Load(e.Name))
+	}
+}
+
 // RemoveEndpoint forgets an endpoint's counters (endpoint deleted).
 func (f *InFlightLoad) RemoveEndpoint(endpointName string) { delete(f.counters, endpointName) }
 

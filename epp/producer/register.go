@@ -5,8 +5,8 @@ import "github.com/eppsim/eppsim/epp"
 // Register adds this package's plugin types to r: token-producer (and its
 // legacy alias tokenizer), approx-prefix-cache-producer,
 // precise-prefix-cache-producer, precise-prefix-cache-scorer (deprecated),
-// inflight-load-producer, session-id-producer and
-// burst-prefix-cache-producer (not simulated).
+// inflight-load-producer, session-id-producer, burst-prefix-cache-producer
+// mm-embeddings-cache-producer, dcgm-data-source and dcgm-extractor.
 func Register(r *epp.Registry) {
 	r.Register(TokenProducerType, tokenFactory(TokenProducerType))
 	r.Register(LegacyTokenizerType, tokenFactory(LegacyTokenizerType))
@@ -16,30 +16,40 @@ func Register(r *epp.Registry) {
 	r.Register(InFlightLoadType, inflightFactory)
 	r.Register(SessionIDType, sessionFactory)
 	r.Register(BurstPrefixType, burstFactory)
+	r.Register(MMEmbeddingsType, mmEmbeddingsFactory)
+	RegisterDCGM(r)
+}
+
+// RegisterDCGM adds dcgm-data-source and dcgm-extractor to r.
+func RegisterDCGM(r *epp.Registry) {
+	r.Register(DCGMSourceType, dcgmSourceFactory)
+	r.Register(DCGMExtractorType, dcgmExtractorFactory)
 }
 
 // Compile-time interface checks.
 var (
-	_ epp.DataProducer    = (*TokenProducer)(nil)
-	_ epp.DataProducer    = (*ApproxPrefix)(nil)
-	_ epp.DataConsumer    = (*ApproxPrefix)(nil)
-	_ epp.PreRequestHook  = (*ApproxPrefix)(nil)
-	_ epp.DataProducer    = (*PrecisePrefix)(nil)
-	_ epp.DataConsumer    = (*PrecisePrefix)(nil)
-	_ epp.PreRequestHook  = (*PrecisePrefix)(nil)
-	_ epp.KVEventConsumer = (*PrecisePrefix)(nil)
-	_ epp.Scorer          = (*PrecisePrefixScorer)(nil)
-	_ epp.DataProducer    = (*PrecisePrefixScorer)(nil)
-	_ epp.DataConsumer    = (*PrecisePrefixScorer)(nil)
-	_ epp.PreRequestHook  = (*PrecisePrefixScorer)(nil)
-	_ epp.KVEventConsumer = (*PrecisePrefixScorer)(nil)
-	_ epp.DataProducer    = (*InFlightLoad)(nil)
-	_ epp.DataConsumer    = (*InFlightLoad)(nil)
-	_ epp.PreRequestHook  = (*InFlightLoad)(nil)
-	_ epp.ResponseHook    = (*InFlightLoad)(nil)
-	_ epp.DataProducer    = (*SessionID)(nil)
-	_ epp.PreRequestHook  = (*SessionID)(nil)
-	_ epp.DataProducer    = (*BurstPrefix)(nil)
-	_ epp.DataConsumer    = (*BurstPrefix)(nil)
-	_ epp.NotSimulated    = (*BurstPrefix)(nil)
+	_ epp.DataProducer          = (*TokenProducer)(nil)
+	_ epp.DataProducer          = (*ApproxPrefix)(nil)
+	_ epp.DataConsumer          = (*ApproxPrefix)(nil)
+	_ epp.PreRequestHook        = (*ApproxPrefix)(nil)
+	_ epp.DataProducer          = (*PrecisePrefix)(nil)
+	_ epp.DataConsumer          = (*PrecisePrefix)(nil)
+	_ epp.PreRequestHook        = (*PrecisePrefix)(nil)
+	_ epp.KVEventConsumer       = (*PrecisePrefix)(nil)
+	_ epp.Scorer                = (*PrecisePrefixScorer)(nil)
+	_ epp.DataProducer          = (*PrecisePrefixScorer)(nil)
+	_ epp.DataConsumer          = (*PrecisePrefixScorer)(nil)
+	_ epp.PreRequestHook        = (*PrecisePrefixScorer)(nil)
+	_ epp.KVEventConsumer       = (*PrecisePrefixScorer)(nil)
+	_ epp.DataProducer          = (*InFlightLoad)(nil)
+	_ epp.DataConsumer          = (*InFlightLoad)(nil)
+	_ epp.PreRequestHook        = (*InFlightLoad)(nil)
+	_ epp.ResponseHook          = (*InFlightLoad)(nil)
+	_ epp.DataProducer          = (*SessionID)(nil)
+	_ epp.PreRequestHook        = (*SessionID)(nil)
+	_ epp.DataProducer          = (*BurstPrefix)(nil)
+	_ epp.DataConsumer          = (*BurstPrefix)(nil)
+	_ epp.Waiter                = (*BurstPrefix)(nil)
+	_ epp.GPUTelemetrySource    = (*DCGMSource)(nil)
+	_ epp.GPUTelemetryExtractor = (*DCGMExtractor)(nil)
 )

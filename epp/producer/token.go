@@ -149,8 +149,9 @@ func (t *TokenProducer) produce(req *epp.Request) error {
 			return nil
 		}
 		tr = &epp.TokenizedRequest{
-			Prompts:   [][]uint32{req.ServerPromptTokens},
-			CacheSalt: prefixhash.CacheSalt(req.Body),
+			Prompts:    [][]uint32{req.ServerPromptTokens},
+			CacheSalt:  prefixhash.CacheSalt(req.Body),
+			FromServer: true,
 		}
 	}
 	if tr.TokenCount() == 0 {

@@ -82,7 +82,7 @@ func TestTokenProducerProduce(t *testing.T) {
 	if err := vllm.Produce(c, req, nil); err != nil {
 		t.Fatal(err)
 	}
-	if want := (&epp.TokenizedRequest{Prompts: [][]uint32{{5, 6, 7}}, CacheSalt: "s2"}); !reflect.DeepEqual(req.Tokenized, want) {
+	if want := (&epp.TokenizedRequest{Prompts: [][]uint32{{5, 6, 7}}, CacheSalt: "s2", FromServer: true}); !reflect.DeepEqual(req.Tokenized, want) {
 		t.Errorf("vllm: %+v", req.Tokenized)
 	}
 	req = &epp.Request{Body: []byte(`{"prompt":"x"}`)}

@@ -258,6 +258,10 @@ func (h *Disagg) PickProfiles(c *epp.Cycle, req *epp.Request, profiles []*epp.Pr
 	if d == nil || len(d.Targets) == 0 {
 		return nil
 	}
+	// The decode pick is the peer of the later profiles: topology plugins
+	// grade candidates by their proximity to it (pd-offload.md §A.2,
+	// pickDecodeFirst publishes only this).
+	req.Put(epp.PeerEndpointKey, d.Targets[0])
 	if hasProfile(profiles, h.encode) {
 		if _, ran := results[h.encode]; !ran {
 			if h.encodeDecider != nil {

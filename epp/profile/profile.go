@@ -1,20 +1,20 @@
 // Package profile implements the EPP profile handlers (spec §2.2; llm-d-router
 // ebab687, pkg/epp/framework/plugins/scheduling/profilehandler).
 //
-// single-profile-handler and the disaggregation handlers
+// single-profile-handler, the disaggregation handlers
 // (disagg-profile-handler, its deprecated alias pd-profile-handler, and
 // their deciders; ../shared/spec/pd-offload.md A.2–A.3, disagg.go and
-// decider.go) are simulated. The deprecated data-parallel-profile-handler
-// rewrites the target to a rank port, which eppsim's fleet does not model:
-// it is accepted with its upstream parameters, implements epp.NotSimulated,
-// and falls back to a documented single-profile behaviour (run only the
-// decode profile, or the first profile when there is none).
+// decider.go) and the deprecated data-parallel-profile-handler
+// (../shared/spec/flow-control.md §14.2, over the rank endpoints of a
+// --data-parallel-size fleet) are simulated.
 package profile
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/eppsim/eppsim/epp"
 )
@@ -32,9 +32,12 @@ func Register(r *epp.Registry) {
 	r.Register(SingleType, func(name string, _ json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
 		return NewSingle(name), nil
 	})
-	r.Register(DataParallelType, dataParallelFactory)
+	RegisterDataParallel(r)
 	RegisterDisagg(r)
 }
+
+// RegisterDataParallel adds data-parallel-profile-handler.
+func RegisterDataParallel(r *epp.Registry) { r.Register(DataParallelType, dataParallelFactory) }
 
 // RegisterDisagg adds the disaggregation handlers (disagg-profile-handler,
 // pd-profile-handler) and the three deciders they reference.
@@ -80,79 +83,78 @@ func (h *Single) ProcessResults(_ *epp.Cycle, _ *epp.Request, results map[string
 }
 
 // DefaultDecodeProfile is the decode profile name of the disaggregation
-// handlers, and the profile the data-parallel fallback looks for first.
+// handlers.
 const DefaultDecodeProfile = "decode"
-
-// Fallback is the handler eppsim uses in place of the deprecated
-// data-parallel-profile-handler: it runs only the decode profile (or, when
-// no profile has that name, the first configured profile), fails when that
-// profile fails, and makes it primary. It implements epp.NotSimulated with
-// a reason naming the fallback.
-type Fallback struct {
-	epp.TypedName
-	decode string
-	reason string
-}
 
 // DataParallelParams are data-parallel-profile-handler's parameters.
 type DataParallelParams struct {
-	PrimaryPort int `json:"primaryPort"`
+	PrimaryPort *int `json:"primaryPort"`
+}
+
+// DataParallel is the deprecated data-parallel-profile-handler
+// (flow-control.md §14.2): exactly one profile is required (with any other
+// number PickProfiles returns none and scheduling fails); after scheduling
+// the request gets header x-data-parallel-host-port = the chosen rank
+// endpoint's ip:port, and every target is replaced by a clone with port
+// primaryPort, the same ID (<pod>-rank-<i>), the same metrics and no
+// attributes. The simulator serves the request on the chosen rank (by
+// ID); PreRequest hooks that read target attributes find none.
+type DataParallel struct {
+	epp.TypedName
+	port string
 }
 
 func dataParallelFactory(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
-	p := DataParallelParams{PrimaryPort: 8000}
+	var p DataParallelParams
 	if err := epp.DecodeParams(DataParallelType, name, params, &p); err != nil {
 		return nil, err
 	}
-	if p.PrimaryPort != 0 && (p.PrimaryPort < 1 || p.PrimaryPort > 65535) {
-		return nil, fmt.Errorf("plugin %q (type %s): invalid primaryPort: must be between 1 and 65535, got %d", name, DataParallelType, p.PrimaryPort)
-	}
-	reason := fmt.Sprintf("%s rewrites the target to a data-parallel rank port (primaryPort %d), which the simulator does not model; "+
-		"eppsim runs only the %q profile (or the first profile if there is none) as a single-profile handler and routes to the picked endpoint",
-		DataParallelType, p.PrimaryPort, DefaultDecodeProfile)
-	return &Fallback{
-		TypedName: epp.TypedName{PluginType: DataParallelType, PluginName: name},
-		decode:    DefaultDecodeProfile,
-		reason:    reason,
-	}, nil
-}
-
-// NotSimulatedReason implements epp.NotSimulated.
-func (h *Fallback) NotSimulatedReason() string { return h.reason }
-
-// DecodeProfile returns the profile name the fallback looks for first.
-func (h *Fallback) DecodeProfile() string { return h.decode }
-
-func (h *Fallback) target(profiles []*epp.Profile) string {
-	for _, p := range profiles {
-		if p.Name == h.decode {
-			return p.Name
+	port := 8000
+	if p.PrimaryPort != nil {
+		// An explicit 0 is accepted (port "0"), as upstream does.
+		if port = *p.PrimaryPort; port != 0 && (port < 1 || port > 65535) {
+			return nil, fmt.Errorf("plugin %q (type %s): invalid primaryPort: must be between 1 and 65535, got %d", name, DataParallelType, port)
 		}
 	}
-	if len(profiles) > 0 {
-		return profiles[0].Name
-	}
-	return ""
+	return &DataParallel{TypedName: epp.TypedName{PluginType: DataParallelType, PluginName: name}, port: strconv.Itoa(port)}, nil
 }
 
-// PickProfiles implements epp.ProfileHandler: the fallback profile once.
-func (h *Fallback) PickProfiles(_ *epp.Cycle, _ *epp.Request, profiles []*epp.Profile, results map[string]*epp.ProfileResult) []string {
-	name := h.target(profiles)
-	if name == "" {
+// PickProfiles implements epp.ProfileHandler: the one profile, once.
+func (h *DataParallel) PickProfiles(_ *epp.Cycle, _ *epp.Request, profiles []*epp.Profile, results map[string]*epp.ProfileResult) []string {
+	if len(profiles) != 1 {
 		return nil
 	}
-	if _, ran := results[name]; ran {
+	if _, ran := results[profiles[0].Name]; ran {
 		return nil
 	}
-	return []string{name}
+	return []string{profiles[0].Name}
 }
 
 // ProcessResults implements epp.ProfileHandler.
-func (h *Fallback) ProcessResults(_ *epp.Cycle, _ *epp.Request, results map[string]*epp.ProfileResult) (*epp.Result, error) {
+func (h *DataParallel) ProcessResults(_ *epp.Cycle, req *epp.Request, results map[string]*epp.ProfileResult) (*epp.Result, error) {
 	if len(results) != 1 {
-		return nil, fmt.Errorf("%s fallback expects exactly one profile result, got %d", h.PluginType, len(results))
+		return nil, fmt.Errorf("%s: expected one profile result, got %d", DataParallelType, len(results))
 	}
-	return onlyResult(results)
+	res, err := onlyResult(results)
+	if err != nil {
+		return nil, err
+	}
+	pr := res.Profiles[res.PrimaryProfile]
+	if req.Headers == nil {
+		req.Headers = map[string]string{}
+	}
+	req.Headers[epp.DataParallelHeader] = pr.Targets[0].Address
+	clones := make([]*epp.Endpoint, len(pr.Targets))
+	for i, t := range pr.Targets {
+		addr := t.Address
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			addr = net.JoinHostPort(host, h.port)
+		}
+		info := &epp.EndpointInfo{Name: t.Name, Address: addr, Labels: t.Labels}
+		clones[i] = &epp.Endpoint{EndpointInfo: info, Metrics: t.Metrics}
+	}
+	res.Profiles[res.PrimaryProfile] = &epp.ProfileResult{Targets: clones, Trace: pr.Trace}
+	return res, nil
 }
 
 // onlyResult makes the single entry of results the primary profile, or
@@ -170,6 +172,5 @@ func onlyResult(results map[string]*epp.ProfileResult) (*epp.Result, error) {
 
 var (
 	_ epp.ProfileHandler = (*Single)(nil)
-	_ epp.ProfileHandler = (*Fallback)(nil)
-	_ epp.NotSimulated   = (*Fallback)(nil)
+	_ epp.ProfileHandler = (*DataParallel)(nil)
 )

@@ -83,39 +83,63 @@ func TestSingle(t *testing.T) {
 	}
 }
 
-func TestDataParallelFallback(t *testing.T) {
+// TestDataParallel is flow-control.md §14.2: one profile runs; the request
+// gets x-data-parallel-host-port = the chosen rank's ip:port; every target
+// becomes a clone on primaryPort with the same ID and metrics and no
+// attributes; with two profiles nothing runs.
+func TestDataParallel(t *testing.T) {
 	h := build(t, DataParallelType, `{"primaryPort":8000}`)
-	ns, ok := h.(epp.NotSimulated)
-	if !ok || !strings.Contains(ns.NotSimulatedReason(), "not model") || !strings.Contains(ns.NotSimulatedReason(), DataParallelType) {
-		t.Fatalf("not-simulated reason %v", ns)
+	if _, ok := h.(epp.NotSimulated); ok {
+		t.Fatal("data-parallel-profile-handler is simulated")
 	}
-	for _, tt := range []struct {
-		profiles []string
-		want     string
-	}{{[]string{"default"}, "default"}, {[]string{"prefill", "decode"}, "decode"}} {
-		ps := profiles(tt.profiles...)
-		if got := h.PickProfiles(nil, nil, ps, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{tt.want}) {
-			t.Errorf("pick %v, want %s", got, tt.want)
-			continue
-		}
-		ok2 := &epp.ProfileResult{Targets: []*epp.Endpoint{{EndpointInfo: &epp.EndpointInfo{Name: "e"}}}}
-		results := map[string]*epp.ProfileResult{tt.want: ok2}
-		if again := h.PickProfiles(nil, nil, ps, results); len(again) != 0 {
-			t.Errorf("second pick %v", again)
-		}
-		res, err := h.ProcessResults(nil, nil, results)
-		if err != nil || res.PrimaryProfile != tt.want || res.Target().Name != "e" {
-			t.Errorf("result %+v %v", res, err)
-		}
-		if _, err := h.ProcessResults(nil, nil, map[string]*epp.ProfileResult{tt.want: nil}); err == nil {
-			t.Error("failed profile accepted")
-		}
+	if got := h.PickProfiles(nil, nil, profiles("prefill", "decode"), map[string]*epp.ProfileResult{}); len(got) != 0 {
+		t.Errorf("two profiles: picked %v, want none", got)
+	}
+	ps := profiles("default")
+	if got := h.PickProfiles(nil, nil, ps, map[string]*epp.ProfileResult{}); !slices.Equal(got, []string{"default"}) {
+		t.Fatalf("pick %v", got)
+	}
+	key := epp.DataKey{Type: epp.PrefixCacheMatchInfoType, Producer: epp.ApproxPrefixProducer}
+	rank := &epp.Endpoint{EndpointInfo: &epp.EndpointInfo{Name: "ns/pod-rank-2", Address: "10.0.0.3:8002", Labels: map[string]string{"llm-d.ai/role": "decode"}},
+		Metrics: epp.Metrics{WaitingQueueSize: 3}}
+	rank.Put(key, epp.PrefixCacheMatchInfo{MatchBlocks: 2, TotalBlocks: 4})
+	results := map[string]*epp.ProfileResult{"default": {Targets: []*epp.Endpoint{rank}}}
+	if again := h.PickProfiles(nil, nil, ps, results); len(again) != 0 {
+		t.Errorf("second pick %v", again)
+	}
+	req := &epp.Request{}
+	res, err := h.ProcessResults(nil, req, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Headers[epp.DataParallelHeader] != "10.0.0.3:8002" {
+		t.Errorf("header %q", req.Headers[epp.DataParallelHeader])
+	}
+	tgt := res.Target()
+	if tgt == rank || tgt.Name != "ns/pod-rank-2" || tgt.Address != "10.0.0.3:8000" || tgt.Metrics.WaitingQueueSize != 3 || tgt.Labels["llm-d.ai/role"] != "decode" {
+		t.Errorf("target %+v %+v", tgt.EndpointInfo, tgt.Metrics)
+	}
+	if _, ok := tgt.Get(key); ok {
+		t.Error("the clone kept an attribute")
+	}
+	if rank.Address != "10.0.0.3:8002" {
+		t.Error("the candidate itself was changed")
+	}
+	if _, err := h.ProcessResults(nil, &epp.Request{}, map[string]*epp.ProfileResult{"default": nil}); err == nil {
+		t.Error("failed profile accepted")
+	}
+	// An explicit 0 is accepted: port "0".
+	z := build(t, DataParallelType, `{"primaryPort":0}`)
+	res, _ = z.ProcessResults(nil, &epp.Request{}, map[string]*epp.ProfileResult{"default": {Targets: []*epp.Endpoint{rank}}})
+	if res.Target().Address != "10.0.0.3:0" {
+		t.Errorf("primaryPort 0: %s", res.Target().Address)
 	}
 }
 
 func TestFallbackParamErrors(t *testing.T) {
 	errs := []struct{ typ, params, want string }{
 		{DataParallelType, `{"primaryPort":-1}`, "invalid primaryPort"},
+		{DataParallelType, `{"primaryPort":65536}`, "invalid primaryPort"},
 		{DataParallelType, `{"port":1}`, "unknown field"},
 	}
 	for _, e := range errs {

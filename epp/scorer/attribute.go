@@ -14,11 +14,13 @@ import (
 //
 // Upstream, endpoint-attribute-scorer/-filter read a scalar that a data-layer
 // extractor (e.g. dcgm-extractor for GPUUtilization) scraped from the pod.
-// eppsim has no such extractors, so a scalar attribute named K (with producer
-// P) is looked up, in order:
+// In eppsim a scalar attribute named K (with producer P) is looked up, in
+// order:
 //
 //  1. the per-endpoint attribute DataKey{K, P} (P may be empty), if some
-//     eppsim component stores one; any Go numeric value is accepted;
+//     eppsim component stores one (dcgm-extractor stores GPUUtilization
+//     with producer dcgm-extractor, epp/gpu.go); any Go numeric value is
+//     accepted;
 //  2. the endpoint label K, parsed as a float64 (strconv.ParseFloat), so a
 //     fleet description can give each replica a static value, e.g. label
 //     GPUUtilization: "0.42".

@@ -114,26 +114,31 @@ func (s *Latency) Score(_ *epp.Cycle, _ *epp.Request, eps []*epp.Endpoint, score
 	}
 }
 
-// EncoderCacheMatchInfo is the multimodal encoder-cache match an
-// mm-embeddings-cache producer attaches per endpoint (key
-// DataKey{EncoderCacheMatchInfo, mm-embeddings-cache-producer}): the summed
-// size of the request's multimodal items and of those cached on the
-// endpoint. eppsim has no such producer, so the attribute is always missing.
-type EncoderCacheMatchInfo struct {
-	MatchedWeight int
-	TotalWeight   int
+// MMEmbeddingsCacheParams are mm-embeddings-cache-scorer's parameters.
+type MMEmbeddingsCacheParams struct {
+	ProducerName string `json:"producerName"`
 }
 
-// MMEmbeddingsCache is mm-embeddings-cache-scorer (spec §4,
-// scorer/mmcacheaffinity): matched/total item weight, 0 when the match info
-// is missing or the total is 0. In eppsim the producer is not simulated, so
-// every endpoint scores 0.
+// MMEmbeddingsCache is mm-embeddings-cache-scorer (flow-control.md §14.3,
+// scorer/mmcacheaffinity): |matched| ÷ |items| of the producer's match
+// info, 0 without it.
 type MMEmbeddingsCache struct {
 	epp.TypedName
 	key epp.DataKey
 }
 
-// NewMMEmbeddingsCache returns an mm-embeddings-cache-scorer.
+func mmEmbeddingsCacheFactory(name string, params json.RawMessage, _ *epp.Handle) (epp.Plugin, error) {
+	var p MMEmbeddingsCacheParams
+	if err := epp.DecodeParams(MMEmbeddingsCacheType, name, params, &p); err != nil {
+		return nil, err
+	}
+	s := NewMMEmbeddingsCache(name)
+	s.key = epp.KeyOf(epp.EncoderCacheMatchInfoType, p.ProducerName, epp.MMEmbeddingsProducer)
+	return s, nil
+}
+
+// NewMMEmbeddingsCache returns an mm-embeddings-cache-scorer reading the
+// default producer.
 func NewMMEmbeddingsCache(name string) *MMEmbeddingsCache {
 	return &MMEmbeddingsCache{
 		TypedName: epp.TypedName{PluginType: MMEmbeddingsCacheType, PluginName: name},
@@ -149,11 +154,11 @@ func (s *MMEmbeddingsCache) Consumes() []epp.Dependency {
 // Score implements epp.Scorer.
 func (s *MMEmbeddingsCache) Score(_ *epp.Cycle, _ *epp.Request, eps []*epp.Endpoint, scores []float64) {
 	for i, e := range eps {
-		info, ok := epp.Attr[EncoderCacheMatchInfo](e, s.key)
-		if !ok || info.TotalWeight <= 0 {
+		info, ok := epp.Attr[epp.EncoderCacheMatchInfo](e, s.key)
+		if !ok || info.Total <= 0 {
 			scores[i] = 0
 			continue
 		}
-		scores[i] = float64(info.MatchedWeight) / float64(info.TotalWeight)
+		scores[i] = float64(info.Matched) / float64(info.Total)
 	}
 }

@@ -50,7 +50,7 @@ func TestRegisteredTypes(t *testing.T) {
 		ActiveRequestType, ContextLengthAwareType, EndpointAttrFilterType, EndpointAttributeType,
 		HeaderLabelAffinityType, KVCacheUtilizationType, LatencyType, LoadAwareType, LoraAffinityType,
 		MMEmbeddingsCacheType, NoHitLRUType, PrefixCacheType, QueueType, RunningRequestsType,
-		SessionAffinityFilterType, SessionAffinityType, TokenLoadType,
+		SessionAffinityFilterType, SessionAffinityType, TokenLoadType, TopologyAffinityType,
 	}
 	slices.Sort(want)
 	if got := r.Types(); !slices.Equal(got, want) {
@@ -665,7 +665,11 @@ func TestLatencyCompositeFallback(t *testing.T) {
 func TestMMEmbeddingsCache(t *testing.T) {
 	eps := endpoints(3)
 	key := epp.DataKey{Type: epp.EncoderCacheMatchInfoType, Producer: epp.MMEmbeddingsProducer}
-	eps[0].Put(key, EncoderCacheMatchInfo{MatchedWeight: 3, TotalWeight: 4})
-	eps[1].Put(key, &EncoderCacheMatchInfo{MatchedWeight: 3, TotalWeight: 0})
+	eps[0].Put(key, epp.EncoderCacheMatchInfo{Matched: 3, Total: 4})
+	eps[1].Put(key, &epp.EncoderCacheMatchInfo{Matched: 3, Total: 0})
 	near(t, "mm", score(NewMMEmbeddingsCache("m"), nil, eps), []float64{0.75, 0, 0})
+	// producerName selects the producer's key.
+	other := epp.DataKey{Type: epp.EncoderCacheMatchInfoType, Producer: "mm2"}
+	eps[2].Put(other, epp.EncoderCacheMatchInfo{Matched: 1, Total: 2})
+	near(t, "mm producerName", score(newScorer(t, MMEmbeddingsCacheType, `{"producerName":"mm2"}`), nil, eps), []float64{0, 0, 0.5})
 }
