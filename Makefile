@@ -42,11 +42,19 @@ demo:
 ## bench: the simulator's own speed (see README "Performance"). Micro
 ## benchmarks run for go test's default time; the whole-trace benchmarks
 ## (BenchmarkMooncake*: one iteration replays the shared Mooncake trace; they
-## skip when ../shared is absent) run $(BENCHTIME) on one core, as DESIGN.md's
-## target is stated.
+## skip when ../shared is absent) run $(BENCHTIME) on one core: among them
+## BenchmarkMooncakeShared (issue #17 target 1: CPU seconds of 4 configs on
+## one read) and BenchmarkMooncakeConfigs (target 2: oracle and the shipped
+## precise config against the default, CPU-seconds ratios). The last line is
+## target 3: `eppsim run` on Mooncake/16 built at 17c5c5f and from this
+## tree, alternated, medians of $(ROUNDS) rounds, with and without --out.
+ROUNDS   ?= 5
+MOONCAKE ?= ../shared/traces/mooncake_conversation_trace.jsonl
 bench:
 	$(GO) test -run '^$$' -bench . -skip '^BenchmarkMooncake' -benchmem $(PKGS)
 	$(GO) test -run '^$$' -bench '^BenchmarkMooncake' -benchtime $(BENCHTIME) -cpu 1 -benchmem $(PKGS)
+	@if [ -f $(MOONCAKE) ]; then .ci/compare-speed -n $(ROUNDS) -o 17c5c5f . -- --trace $(MOONCAKE) --replicas 16; \
+	  else echo "compare-speed skipped: $(MOONCAKE) absent"; fi
 
 ## fuzz: a short run of every fuzz target (one package at a time, as go test requires).
 fuzz:

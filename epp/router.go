@@ -245,6 +245,30 @@ func parseWith(p RequestParser, req *Request) error {
 	return nil
 }
 
+// A Preparer is a plugin that can compute ahead of routing, into
+// req.Memo, what it derives from the request alone (Router.Prepare). It
+// must not change the plugin's state: it may run on another goroutine
+// than the router's, on a router that never routes.
+type Preparer interface {
+	Prepare(req *Request)
+}
+
+// Prepare computes ahead what routing req derives from its body alone
+// (the request parser's check, then each Preparer producer's part, in
+// producer order) into req.Memo, so that the routers of every simulation
+// that replays req find it there. It changes no router state; a request
+// without a Memo, or one its parser rejects, is left alone.
+func (r *Router) Prepare(req *Request) {
+	if req.Memo == nil || r.Parse(req) != nil {
+		return
+	}
+	for _, p := range r.Producers {
+		if pp, ok := p.(Preparer); ok {
+			pp.Prepare(req)
+		}
+	}
+}
+
 // Schedule routes one request: body parsing, data producers, the
 // scheduling loop and the PreRequest hooks (spec §2.1 steps 0, 5–12).
 func (r *Router) Schedule(c *Cycle, req *Request) (*Result, error) {

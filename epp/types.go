@@ -1,6 +1,10 @@
 package epp
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/eppsim/eppsim/internal/memo"
+)
 
 // Metrics is what core-metrics-extractor stores for an endpoint at each
 // scrape (spec §7.1). Scorers read the copy made at request time (§2.1 step 6).
@@ -207,8 +211,15 @@ type Request struct {
 	// them already, so no network call is made.
 	ServerPromptTokens []uint32
 	// Tokenized is set by a token producer (nil when the prompt has no tokens,
-	// spec §5.1).
+	// spec §5.1). It may be shared with other requests' routers (Memo):
+	// never change it, replace it.
 	Tokenized *TokenizedRequest
+	// Memo, when set, holds what routers derive from this request's body
+	// alone (the parser's verdict, the estimate tokens, the approximate
+	// prefix hashes), shared by the routers of every simulation that
+	// replays the request so that each is computed once (Router.Prepare
+	// computes them ahead). nil: computed at routing, as upstream does.
+	Memo *memo.Memo
 
 	attrs  attributes
 	parsed bool // Parse accepted the body

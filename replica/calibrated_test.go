@@ -2,6 +2,7 @@ package replica
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -231,6 +232,48 @@ func TestBlend(t *testing.T) {
 	} {
 		if got := blend(tc.a, tc.b, tc.p); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("blend(%v, %v, %v) = %v, want %v", tc.a, tc.b, tc.p, got, tc.want)
+		}
+	}
+}
+
+// TestCalibratedBlendMemo: a model's memoized blend gives exactly what
+// blend computes, for ratios seen before and not, collisions included:
+// random step shapes (decode batches, whose ratios repeat, and prefill
+// chunks) with the shipped coefficients, every step time equal to the
+// formula with blend evaluated afresh.
+func TestCalibratedBlendMemo(t *testing.T) {
+	m, g := mustModel(t, "meta-llama/Llama-3.1-8B-Instruct"), mustGPU(t, "H100")
+	cm, err := NewCalibratedModel(DefaultCalibration().Coefficients, m, &g, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	fresh := func(batch []BatchEntry) int64 {
+		var n, kv, pairs float64
+		for _, e := range batch {
+			nn, ctx := float64(e.NewTokens), float64(e.Context)
+			n += nn
+			kv += ctx + nn
+			pairs += nn * (ctx + (nn+1)/2)
+		}
+		co, b := &cm.co, float64(len(batch))
+		flops := cm.peak * co.MFU
+		p := co.RooflineExponent
+		lin := blend(cm.denseBytes/(cm.bw*co.EtaWeights), (n*cm.linFlops+b*cm.lmFlops)/flops, p)
+		attn := blend(cm.kvPerToken*kv/(cm.bw*co.EtaKV), pairs*cm.attnFlops/flops, p)
+		sec := (co.StepUs+co.LayerUs*cm.layers+co.SeqUs*b)*1e-6 + lin + attn
+		return int64(sec*1e9 + 0.5)
+	}
+	for i := range 200_000 {
+		batch := make([]BatchEntry, 1+rng.IntN(64))
+		for j := range batch {
+			batch[j] = BatchEntry{NewTokens: 1, Context: rng.IntN(30_000), Decode: true}
+			if i%5 == 0 && j == 0 {
+				batch[j] = BatchEntry{NewTokens: 1 + rng.IntN(8192), Context: rng.IntN(30_000)}
+			}
+		}
+		if got, want := cm.StepTime(batch), fresh(batch); got != want {
+			t.Fatalf("step %d (%d sequences): %d ns memoized, %d ns afresh", i, len(batch), got, want)
 		}
 	}
 }

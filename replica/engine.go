@@ -279,11 +279,7 @@ func (e *Engine) ChainHashes(tokens []uint32, cacheSalt string) []uint64 {
 // the engine block size. It returns ok false, and no hashes, when the
 // prompt does not fit that contract; the caller then uses ChainHashes.
 func (e *Engine) ChainHashIDs(tokens []uint32, ids []int64, idBlockSize int, cacheSalt string) (hashes []uint64, ok bool) {
-	bs := e.cfg.BlockSize
-	if idBlockSize <= 0 || idBlockSize%bs != 0 || idBlockSize/bs > 1<<16 || len(ids)*idBlockSize < len(tokens) {
-		return nil, false
-	}
-	return e.hasher.ChainIDs(nil, e.hasher.Root(cacheSalt), tokens, ids, idBlockSize), true
+	return e.hasher.PromptChainIDs(tokens, ids, idBlockSize, cacheSalt)
 }
 
 // ensureHashes extends r's hash chain to cover n full blocks (A.1: only

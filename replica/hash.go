@@ -68,6 +68,17 @@ func (h *BlockHasher) Chain(dst []uint64, parent uint64, tokens []uint32) []uint
 	return dst
 }
 
+// PromptChainIDs is Engine.ChainHashIDs for engines with h's block size
+// and seed: a whole prompt's chain from its trace block ids, or ok false
+// when the ids do not fit the contract of ChainIDs.
+func (h *BlockHasher) PromptChainIDs(tokens []uint32, ids []int64, idBlockSize int, cacheSalt string) (hashes []uint64, ok bool) {
+	bs := h.blockSize
+	if idBlockSize <= 0 || idBlockSize%bs != 0 || idBlockSize/bs > 1<<16 || len(ids)*idBlockSize < len(tokens) {
+		return nil, false
+	}
+	return h.ChainIDs(nil, h.Root(cacheSalt), tokens, ids, idBlockSize), true
+}
+
 // ChainIDs is Chain for a prompt synthesized from trace block ids (Mooncake,
 // Alibaba hash-id traces): tokens are the prompt, ids its trace block ids,
 // each covering idBlockSize tokens (a multiple of the engine block size;

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gonum.org/v1/plot"
 	plotpalette "gonum.org/v1/plot/palette"
@@ -57,17 +60,45 @@ func lineStyle(i int, width vg.Length) draw.LineStyle {
 
 // renderPlots draws every plot as SVG and PNG.
 func (o *Output) renderPlots() ([]renderedPlot, error) {
-	figs := []figure{o.ladderFigure(), o.ttftFigure(), o.predictedFigure(), o.hitRatioFigure(), o.loadFigure()}
+	build := []func() figure{o.ladderFigure, o.ttftFigure, o.predictedFigure, o.hitRatioFigure, o.loadFigure}
 	if o.meta.Classes {
-		figs = append(figs, o.ttftByClassFigure())
+		build = append(build, o.ttftByClassFigure)
 	}
-	out := make([]renderedPlot, 0, len(figs))
-	for _, f := range figs {
-		rp, err := render(f, o.DPI)
+	// Every image is drawn at once, one per core, the costliest first (the
+	// heatmaps, then the scatter): each from a figure of its own, since
+	// drawing a gonum plot writes to it. The figures are built here, one
+	// after the other (milliseconds). The first error in figure order is
+	// returned.
+	type image struct {
+		fig int
+		svg bool
+		f   figure
+	}
+	var images []image
+	for i := len(build) - 1; i >= 0; i-- {
+		images = append(images, image{i, false, build[i]()}, image{i, true, build[i]()})
+	}
+	out := make([]renderedPlot, len(build))
+	errs := make([]error, 2*len(build))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for _, im := range images {
+		out[im.fig].name, out[im.fig].title = im.f.name, im.f.title
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if im.svg {
+				out[im.fig].svg, errs[2*im.fig] = renderSVG(im.f)
+			} else {
+				out[im.fig].png, errs[2*im.fig+1] = renderPNG(im.f, o.DPI)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, rp)
 	}
 	return out, nil
 }
@@ -75,18 +106,38 @@ func (o *Output) renderPlots() ([]renderedPlot, error) {
 // render draws f on an SVG and a PNG canvas. gonum/plot panics on some
 // degenerate inputs; a panic becomes an error naming the plot.
 func render(f figure, dpi int) (rp renderedPlot, err error) {
+	rp = renderedPlot{name: f.name, title: f.title}
+	if rp.svg, err = renderSVG(f); err != nil {
+		return rp, err
+	}
+	rp.png, err = renderPNG(f, dpi)
+	return rp, err
+}
+
+// renderSVG draws f as SVG; a panic becomes an error naming the plot.
+func renderSVG(f figure) (svg []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("report: drawing %s: %v", f.name, p)
 		}
 	}()
-	rp = renderedPlot{name: f.name, title: f.title}
 	sc := vgsvg.New(f.w, f.h)
 	f.draw(draw.New(sc))
 	var sb bytes.Buffer
 	if _, err := sc.WriteTo(&sb); err != nil {
-		return rp, fmt.Errorf("report: writing %s.svg: %w", f.name, err)
+		return nil, fmt.Errorf("report: writing %s.svg: %w", f.name, err)
 	}
+	return sb.Bytes(), nil
+}
+
+// renderPNG draws f as PNG at dpi (0: 150); a panic becomes an error
+// naming the plot.
+func renderPNG(f figure, dpi int) (data []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("report: drawing %s: %v", f.name, p)
+		}
+	}()
 	if dpi <= 0 {
 		dpi = 150
 	}
@@ -95,12 +146,13 @@ func render(f figure, dpi int) (rp renderedPlot, err error) {
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 	f.draw(dc)
+	// Compressed for speed: the default level took about half the time
+	// of drawing the plots, for files only about 5% smaller (same pixels).
 	var pb bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&pb); err != nil {
-		return rp, fmt.Errorf("report: writing %s.png: %w", f.name, err)
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&pb, ic.Image()); err != nil {
+		return nil, fmt.Errorf("report: writing %s.png: %w", f.name, err)
 	}
-	rp.svg, rp.png = sb.Bytes(), pb.Bytes()
-	return rp, nil
+	return pb.Bytes(), nil
 }
 
 // newPlot returns a plot with the house style: title, axis labels, grid.

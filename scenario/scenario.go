@@ -1,9 +1,12 @@
 // Package scenario is eppsim's library entry point for one simulation: a
 // workload, a fleet and an environment (a Spec) plus an EPP configuration
 // (an EPP) become a report.Summary. `eppsim run`, sweeps, tuning and the
-// regression gate all call Run; each call builds fresh EPP plugins and
-// reopens the workload stream, so runs are independent and memory stays
-// bounded by one stream per concurrent run.
+// regression gate all call Run; each call builds fresh EPP plugins, so
+// runs are independent. The workload is read through a Feed: a run of its
+// own (Run, RunContext), the configs of one `eppsim run` together
+// (RunReader on one Feed's readers), or every run of a sweep or tuning
+// (Pool) share one reading of the trace, read-only, within a bounded
+// window of requests.
 package scenario
 
 import (
@@ -159,8 +162,40 @@ func Run(spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
 }
 
 // RunContext is Run, abandoned when ctx is cancelled (the error then wraps
-// ctx's cause, and hooks see no further records).
+// ctx's cause, and hooks see no further records). It reads the workload
+// through a Feed of its own, a window ahead of the simulation.
 func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
+	var feed *Feed
+	defer func() {
+		if feed != nil {
+			feed.Close() // after the reader's Close: the stream is closed on return
+		}
+	}()
+	return run(ctx, spec, e, hooks, func() (*FeedReader, error) {
+		feed = NewFeed(SpecOpener(spec), FeedOptions{Prepare: Preparer(spec, []EPP{e})})
+		return feed.Join(nil)
+	})
+}
+
+// RunReader is RunContext reading the workload from rd, a reader of a Feed
+// over spec's workload (the caller's to create and close); the run closes
+// rd when it ends.
+func RunReader(ctx context.Context, spec *Spec, e EPP, hooks Hooks, rd *FeedReader) (*report.Summary, error) {
+	return run(ctx, spec, e, hooks, func() (*FeedReader, error) { return rd, nil })
+}
+
+// SpecOpener returns the function that opens spec's workload (Spec.Open,
+// or Spec.Trace with Spec.Workload), for NewFeed.
+func SpecOpener(spec *Spec) func() (*workload.Stream, error) {
+	if spec.Open != nil {
+		return spec.Open
+	}
+	return func() (*workload.Stream, error) { return workload.Open(spec.Trace, spec.Workload) }
+}
+
+// run is RunContext with the workload's reader from join, called once the
+// EPP configuration has loaded.
+func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*FeedReader, error)) (*report.Summary, error) {
 	l, err := e.Load(spec.Env.Seed)
 	if err != nil {
 		return nil, &InputError{err}
@@ -173,17 +208,11 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 		return nil, err
 	}
 	router.Record = true
-	open := spec.Open
-	if open == nil {
-		open = func() (*workload.Stream, error) { return workload.Open(spec.Trace, spec.Workload) }
-	}
-	src, err := open()
+	rd, err := join()
 	if err != nil {
 		return nil, &InputError{err}
 	}
-	defer src.Close()
-	ra := startReadahead(src)
-	defer ra.Stop() // runs before src.Close
+	defer rd.Close()
 	opts := spec.Env
 	if l.baseline && l.source == "oracle" {
 		opts.KVEventLag = 0 // the oracle baseline sees KV events without lag
@@ -203,7 +232,7 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 		opts.SampleInterval = 0
 	}
 	start := time.Now()
-	res, err := sim.RunContext(ctx, ra, router, spec.Fleet, opts)
+	res, err := sim.RunContext(ctx, rd, router, spec.Fleet, opts)
 	wall := time.Since(start).Seconds()
 	if err != nil {
 		var fe *sim.FleetError
@@ -229,9 +258,9 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 		}
 		s.Config.Environment["dcgm_collect_interval"] = time.Duration(w).String()
 	}
-	if n := ra.Skipped(); n > 0 {
+	if n := rd.Skipped(); n > 0 {
 		s.Config.Workload.SkippedInvalid = n
-		for _, err := range ra.SkippedErrors()[:min(n, maxSkipExamples)] {
+		for _, err := range rd.SkippedErrors()[:min(n, maxSkipExamples)] {
 			s.Config.Workload.SkippedExamples = append(s.Config.Workload.SkippedExamples, err.Error())
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/internal/memo"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/workload"
 )
@@ -398,6 +399,7 @@ type runner struct {
 	fleet         []*fleetReplica
 	byName        map[string]int
 	hashEng       *replica.Engine
+	chain         *promptChain
 	reuse         *workload.PrefixReuse // the infinite cache of the routed requests
 	approx        []epp.DataKey
 	precise       []epp.DataKey
@@ -430,6 +432,10 @@ type runner struct {
 	injected int
 	parked   map[int64]*workload.Request // closed-loop turns waiting for Prev
 	doneAt   map[int64]int64             // completion time of requests a later turn may follow
+	// openLoop: the source replays open-loop (its Mode says so), so no
+	// later turn waits for a completion and doneAt stays empty (it would
+	// otherwise hold every session request of the run).
+	openLoop bool
 	res      Result
 	err      error
 	// Flow control (flow-control.md §16.2): the controller, the times of
@@ -478,6 +484,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	r := &runner{opts: opts, router: router, src: src, byName: map[string]int{}, byAddr: map[string]int{},
 		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{},
 		ctx: ctx, done: ctx.Done(), flow: router.Flow, tickAt: -1, sweepAt: -1, byReq: map[*epp.Request]int{}}
+	if m, ok := src.(interface{ Mode() workload.Mode }); ok {
+		r.openLoop = m.Mode() == workload.ModeOpenLoop
+	}
 	kvEvents := len(router.KVConsumers) > 0
 	// With a profile handler that can disaggregate, every engine can serve
 	// decode legs: it gets the NIXL read's cost, for its own KV layout
@@ -542,6 +551,7 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: spec.Labels})
 	}
 	r.hashEng = r.fleet[0].eng
+	r.chain = newPromptChain(r.hashEng.Config().BlockSize, r.hashEng.Config().HashSeed)
 	r.reuse = workload.NewPrefixReuse(r.hashEng.Config().BlockSize)
 	router.SetObjectives(opts.Objectives)
 	if r.flow != nil {
@@ -832,17 +842,7 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	f := &flight{wr: wr, replica: -1, prefill: -1}
 	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Stage: wr.Stage, Arrival: now, Replica: -1,
 		PromptTokens: wr.PromptLen, OutputTokens: wr.OutputTokens, Warmup: now < r.opts.Warmup}
-	headers := make(map[string]string, 1+len(wr.Headers))
-	for k, v := range wr.Headers {
-		headers[k] = v
-	}
-	if wr.Session != "" {
-		// eppsim's clients send the session id the way session-affinity
-		// (session_id strategy) expects it by default.
-		headers["x-session-id"] = wr.Session
-	}
-	f.er = &epp.Request{ID: strconv.FormatInt(wr.ID, 10), TargetModel: wr.Model, Headers: headers, Path: wr.Endpoint,
-		Body: wr.Body, ServerPromptTokens: wr.PromptTokens}
+	f.er = EPPRequest(wr)
 	r.router.Identify(f.er)
 	f.rec.Objective, f.rec.Priority, f.rec.FairnessID = f.er.Objective, f.er.Priority, f.er.FairnessID
 	if r.flow == nil && f.er.Priority >= 0 {
@@ -1238,18 +1238,60 @@ func (r *runner) pulled(now int64, legs []*replica.Request) {
 	}
 }
 
-// promptHashes returns the engine-block hash chain of wr's prompt. Prompts
-// of hash-id traces (Mooncake, Alibaba) are a pure function of their trace
-// block ids, so their chain is derived from the ids (Engine.ChainHashIDs)
-// instead of hashing every token; the chains share prefixes exactly as the
-// token chains would, so no result changes.
-func (r *runner) promptHashes(wr *workload.Request) []uint64 {
-	if wr.HashIDs != nil && len(wr.PromptTokens) == wr.PromptLen {
-		if h, ok := r.hashEng.ChainHashIDs(wr.PromptTokens, wr.HashIDs, wr.HashBlockSize, wr.CacheSalt); ok {
-			return h
-		}
+// EPPRequest is the request the EPP gets for wr: its body and the prompt
+// tokens the model server computes, its headers and the session id header,
+// and wr's Memo.
+func EPPRequest(wr *workload.Request) *epp.Request {
+	headers := make(map[string]string, 1+len(wr.Headers))
+	for k, v := range wr.Headers {
+		headers[k] = v
 	}
-	return r.hashEng.ChainHashes(wr.PromptTokens, wr.CacheSalt)
+	if wr.Session != "" {
+		// eppsim's clients send the session id the way session-affinity
+		// (session_id strategy) expects it by default.
+		headers["x-session-id"] = wr.Session
+	}
+	return &epp.Request{ID: strconv.FormatInt(wr.ID, 10), TargetModel: wr.Model, Headers: headers, Path: wr.Endpoint,
+		Body: wr.Body, ServerPromptTokens: wr.PromptTokens, Memo: wr.Memo}
+}
+
+// promptHashes returns the engine-block hash chain of wr's prompt,
+// memoized in wr.Memo for the runs with the same block size and seed.
+func (r *runner) promptHashes(wr *workload.Request) []uint64 {
+	return r.chain.hashes(wr)
+}
+
+// A promptChain computes prompts' engine-block hash chains as a fleet's
+// engines do (replica.Engine.ChainHashes). Prompts of hash-id traces
+// (Mooncake, Alibaba) are a pure function of their trace block ids, so
+// their chain is derived from the ids (Engine.ChainHashIDs) instead of
+// hashing every token; the chains share prefixes exactly as the token
+// chains would, so no result changes. It is not safe for concurrent use.
+type promptChain struct {
+	h   *replica.BlockHasher
+	key chainKey
+}
+
+func newPromptChain(blockSize int, seed uint64) *promptChain {
+	return &promptChain{h: replica.NewBlockHasher(blockSize, seed), key: chainKey{blockSize, seed}}
+}
+
+// chainKey memoizes a prompt's chain (workload.Request.Memo): the chain
+// depends on the engine block size and the hash seed.
+type chainKey struct {
+	blockSize int
+	seed      uint64
+}
+
+func (c *promptChain) hashes(wr *workload.Request) []uint64 {
+	return memo.Get(wr.Memo, c.key, func() []uint64 {
+		if wr.HashIDs != nil && len(wr.PromptTokens) == wr.PromptLen {
+			if h, ok := c.h.PromptChainIDs(wr.PromptTokens, wr.HashIDs, wr.HashBlockSize, wr.CacheSalt); ok {
+				return h
+			}
+		}
+		return c.h.Chain(nil, c.h.Root(wr.CacheSalt), wr.PromptTokens)
+	})
 }
 
 // matchFraction returns the first producer's match/total on e and total.
@@ -1412,7 +1454,9 @@ func (r *runner) stepEnd(now int64, i int) {
 			if next, ok := r.parked[f.wr.ID]; ok {
 				r.release(max(now, rec.Completion+next.ThinkTime), next)
 			} else {
-				r.doneAt[f.wr.ID] = rec.Completion
+				if !r.openLoop {
+					r.doneAt[f.wr.ID] = rec.Completion
+				}
 			}
 		}
 	}
@@ -1513,4 +1557,25 @@ func (r *runner) active() bool {
 		}
 	}
 	return len(r.slotByID) > 0
+}
+
+// NewPreparer returns a function that computes into a request's Memo what
+// every run of fleet with seed derives from the request alone (the
+// engines' block-hash chain of its prompt), so that those runs find it
+// there. It is not safe for concurrent use: one goroutine (a workload
+// feed's reader) calls it on the requests in turn.
+func NewPreparer(fleet []ReplicaSpec, seed uint64) (func(*workload.Request), error) {
+	if len(fleet) == 0 {
+		return nil, &FleetError{errors.New("sim: empty fleet")}
+	}
+	cfg, err := fleet[0].Preset.EngineConfig()
+	if err != nil {
+		return nil, fmt.Errorf("sim: replica %s: %w", fleet[0].Name, err)
+	}
+	c := newPromptChain(cfg.BlockSize, seed)
+	return func(wr *workload.Request) {
+		if wr.Memo != nil && wr.PromptTokens != nil {
+			c.hashes(wr)
+		}
+	}, nil
 }

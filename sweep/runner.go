@@ -141,10 +141,14 @@ func Run(ctx context.Context, p *Plan, opts Options) (*Results, RunStats, error)
 	results := make(chan Record)
 	var traceErr atomic.Pointer[error]
 	var wg sync.WaitGroup
+	// The points read their trace through one pool: once for the sweep
+	// when it fits the pool's retain budget, else once per round of points.
+	pool := scenario.NewPool(0)
+	defer pool.Close()
 	for range min(workers, max(len(todo), 1)) {
 		wg.Go(func() {
 			for i := range jobs {
-				rec, err := runPoint(ctx, p, i)
+				rec, err := runPoint(ctx, pool, p, i)
 				if ctx.Err() != nil && rec.Error != "" {
 					continue // abandoned, not failed: a resumed sweep runs it
 				}
@@ -217,7 +221,7 @@ var ErrInterrupted = errors.New("interrupted")
 // error. Cancelling ctx abandons the simulation. An invalid trace is not
 // the point's failure but the sweep's: it is returned as the error (a
 // scenario.InputError) instead.
-func runPoint(ctx context.Context, p *Plan, i int) (rec Record, traceErr error) {
+func runPoint(ctx context.Context, pool *scenario.Pool, p *Plan, i int) (rec Record, traceErr error) {
 	rec = Record{Index: i, Values: p.Values(i)}
 	defer func() {
 		if r := recover(); r != nil {
@@ -229,7 +233,7 @@ func runPoint(ctx context.Context, p *Plan, i int) (rec Record, traceErr error) 
 		rec.Error = err.Error()
 		return rec, nil
 	}
-	s, err := scenario.RunContext(ctx, spec, e, scenario.Hooks{})
+	s, err := pool.Run(ctx, spec, e, scenario.Hooks{})
 	if err != nil {
 		if scenario.IsInputError(err) && workload.IsInputError(err) {
 			return rec, err

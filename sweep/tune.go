@@ -190,6 +190,8 @@ type tuner struct {
 	workers int
 	cache   map[string]*TuneEval
 	res     *TuneResult
+	// pool shares the trace between evaluations (scenario.Pool).
+	pool *scenario.Pool
 }
 
 // Tune optimises scorer weights with gonum/optimize (Nelder-Mead or
@@ -203,6 +205,8 @@ func Tune(ctx context.Context, ts TuneSpec) (*TuneResult, error) {
 	if err != nil {
 		return nil, &scenario.InputError{Err: err}
 	}
+	t.pool = scenario.NewPool(0)
+	defer t.pool.Close()
 	return t.run(start)
 }
 
@@ -522,7 +526,7 @@ func (t *tuner) simulate(w []float64, seed uint64) (v float64, violated []string
 	}
 	spec := *t.spec
 	spec.Env.Seed, spec.Workload.Seed = seed, int64(seed)
-	s, err := scenario.RunContext(t.ctx, &spec, scenario.EPP{Name: "tune", YAML: y}, scenario.Hooks{})
+	s, err := t.pool.Run(t.ctx, &spec, scenario.EPP{Name: "tune", YAML: y}, scenario.Hooks{})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,6 +1,10 @@
 package workload
 
-import "io"
+import (
+	"io"
+
+	"github.com/eppsim/eppsim/internal/memo"
+)
 
 // Endpoints that requests target.
 const (
@@ -73,6 +77,12 @@ type Request struct {
 	// per stage. It is 0 for traces without stages.
 	Stage int
 	Line  int // 1-based source line (0 for synthesized requests)
+	// Memo, when set, holds what simulations derive from this request
+	// alone (the engines' block-hash chain, the EPP's body-derived values),
+	// computed once for all the simulations that replay it (scenario's
+	// Feed sets it). The only part of a Request that changes after it is
+	// read, and safe for concurrent use.
+	Memo *memo.Memo
 }
 
 // Source streams requests in arrival order with constant memory in the trace

@@ -10,9 +10,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/eppsim/eppsim/internal/gctune"
 )
 
 func main() {
+	// Keep a long replay's heap near its live data (internal/gctune);
+	// GOGC or GOMEMLIMIT in the environment take precedence.
+	gctune.Start(gctune.DefaultLimit)
 	if err := execute(newRootCmd(), os.Args[0], os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "eppsim:", err)
 		os.Exit(exitCode(err))

@@ -41,8 +41,12 @@ func newRunCmd() *cobra.Command {
 		Long: `run replays a workload (a trace file or an embedded one) on a fleet of simulated vLLM
 replicas, routed by the llm-d EPP built from each --epp-config, and reports latency, throughput,
 true and oracle cache hit ratios and the prefix producers' prediction error per config. Every
-config sees the identical workload and seed. Several configs are simulated at once, one per core
-(--workers); the results and files are those of running them one after the other.
+config sees the identical workload and seed: the trace is read (and hash-id prompts synthesized)
+once, and every config replays the same requests, so all configs run together, none more than a
+window of requests ahead of the slowest. --workers of them simulate at once (one per core by
+default); a run that waits for slower ones gives its core to another. All configs are in memory
+together, each with its fleet and router. The results and files are those of running the configs
+one after the other, whatever --workers.
 
 --epp-config takes a file, "default" (the EPP's built-in default config) or a baseline:
 round-robin, random, least-queue, oracle (precise KV-event prefix scoring with zero event lag
@@ -69,7 +73,7 @@ docs/metrics.md, which --out also writes as metrics.md next to report.md.`,
 	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory, replacing the files a run writes")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary document as JSON instead of the table")
 	fl.StringVar(&f.progress, "progress", "auto", "progress on stderr: auto (when a terminal), always, never")
-	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "configs simulated at once (results do not depend on it)")
+	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "configs simulating at once, on one shared reading of the trace (results do not depend on it)")
 	return cmd
 }
 
@@ -167,13 +171,16 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 // runJob is one --epp-config to simulate.
 type runJob struct{ name, src string }
 
-// runConfigs simulates the configs, up to workers at once, and returns their
-// results in config order. Runs are independent (each has its own router,
-// workload reader and seeded streams), and out receives each run's rows
-// through its own recorder, begun in config order, so nothing depends on
-// how the runs interleave. The first error in config order is returned,
-// once every started run has finished; configs not yet started then are
-// skipped.
+// runConfigs simulates the configs and returns their results in config
+// order. Every config reads one shared Feed of the workload (the trace is
+// read once), so all of them run together, each a window of requests at
+// most ahead of the slowest; a Gate lets up to workers of them simulate at
+// once, and a run that waits for the slower ones gives its place to
+// another. Runs are otherwise independent (each has its own router and
+// seeded streams), and out receives each run's rows through its own
+// recorder, begun in config order, so nothing depends on how the runs
+// interleave. The first error in config order is returned once every run
+// has ended.
 func runConfigs(ctx context.Context, jobs []runJob, spec *scenario.Spec, out *report.Output, board *progressBoard, workers int) ([]configRun, error) {
 	recorders := make([]*report.RunWriter, len(jobs))
 	if out != nil {
@@ -181,37 +188,35 @@ func runConfigs(ctx context.Context, jobs []runJob, spec *scenario.Spec, out *re
 			recorders[i] = out.BeginRun(j.name, replicaNames(spec.Fleet)...)
 		}
 	}
+	epps := make([]scenario.EPP, len(jobs))
+	for i, j := range jobs {
+		epps[i] = scenario.ForSource(j.src)
+	}
+	feed := scenario.NewFeed(scenario.SpecOpener(spec), scenario.FeedOptions{WindowBytes: runWindow(len(jobs)),
+		Prepare: scenario.Preparer(spec, epps)})
+	defer feed.Close()
+	gate := scenario.NewGate(workers)
+	readers := make([]*scenario.FeedReader, len(jobs))
+	for i := range jobs {
+		rd, err := feed.Join(gate)
+		if err != nil {
+			for _, r := range readers[:i] {
+				r.Close()
+			}
+			return nil, withExitCode(2, &scenario.InputError{Err: err})
+		}
+		readers[i] = rd
+	}
 	runs := make([]configRun, len(jobs))
 	errs := make([]error, len(jobs))
-	var (
-		mu     sync.Mutex
-		next   int
-		failed bool
-		wg     sync.WaitGroup
-	)
-	take := func() (int, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failed || next == len(jobs) {
-			return 0, false
-		}
-		next++
-		return next - 1, true
-	}
-	for range min(workers, len(jobs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i, ok := take(); ok; i, ok = take() {
-				s, err := runOne(ctx, jobs[i], spec, recorders[i], board)
-				runs[i], errs[i] = configRun{jobs[i].name, s}, err
-				if err != nil {
-					mu.Lock()
-					failed = true
-					mu.Unlock()
-				}
-			}
-		}()
+	var wg sync.WaitGroup
+	for i := range jobs {
+		wg.Go(func() {
+			gate.Enter()
+			defer gate.Leave()
+			s, err := runOne(ctx, jobs[i], spec, readers[i], recorders[i], board)
+			runs[i], errs[i] = configRun{jobs[i].name, s}, err
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -222,8 +227,14 @@ func runConfigs(ctx context.Context, jobs []runJob, spec *scenario.Spec, out *re
 	return runs, nil
 }
 
+// runWindow is the shared feed's window for n configs: room for the runs
+// to drift apart a little more with each one, within 64 MiB.
+func runWindow(n int) int64 {
+	return min(int64(n)*scenario.DefaultWindowBytes, 64<<20)
+}
+
 // runOne simulates one config, recording into rec (nil: no --out).
-func runOne(ctx context.Context, j runJob, spec *scenario.Spec, rec *report.RunWriter, board *progressBoard) (*report.Summary, error) {
+func runOne(ctx context.Context, j runJob, spec *scenario.Spec, rd *scenario.FeedReader, rec *report.RunWriter, board *progressBoard) (*report.Summary, error) {
 	e := scenario.ForSource(j.src)
 	e.Name = j.name
 	prog := board.add(j.name)
@@ -235,7 +246,7 @@ func runOne(ctx context.Context, j runJob, spec *scenario.Spec, rec *report.RunW
 		}
 		hooks.OnSample = rec.AddSample
 	}
-	s, err := scenario.RunContext(ctx, spec, e, hooks)
+	s, err := scenario.RunReader(ctx, spec, e, hooks, rd)
 	prog.done()
 	if err != nil {
 		if scenario.IsInputError(err) {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/epp/prefixhash"
+	"github.com/eppsim/eppsim/internal/memo"
 )
 
 // Parser types (spec §1.4).
@@ -111,8 +112,12 @@ func (p *Parser) ParseRequest(req *epp.Request) error {
 	if p.kinds == nil {
 		return nil
 	}
-	return prefixhash.CheckBody(Kind(req), req.Body)
+	kind := Kind(req)
+	return memo.Get(req.Memo, checkKey{kind}, func() error { return prefixhash.CheckBody(kind, req.Body) })
 }
+
+// checkKey memoizes CheckBody's verdict on a request body (epp.Request.Memo).
+type checkKey struct{ kind prefixhash.Kind }
 
 // Kind is the API a request is parsed as: the one its path names; without
 // a path, the one its body names, else completions.

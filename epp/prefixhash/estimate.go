@@ -11,6 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/internal/memo"
 )
 
 // Estimator is the token-producer's estimate backend (spec §5.2): request
@@ -18,6 +19,7 @@ import (
 // multimodal defaults. An Estimator is immutable and safe for concurrent use.
 type Estimator struct {
 	cfg *EstimateConfig
+	key string // cfg as JSON: equal for estimators that tokenize alike
 }
 
 // NewEstimator returns an estimator with the given `estimate` parameters
@@ -26,7 +28,44 @@ func NewEstimator(cfg *EstimateConfig) (*Estimator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Estimator{cfg: cfg}, nil
+	key, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("estimate config: %w", err)
+	}
+	return &Estimator{cfg: cfg, key: string(key)}, nil
+}
+
+// tokenizeKey memoizes an estimator's tokens of a request body
+// (epp.Request.Memo): estimators with equal configs share them.
+type tokenizeKey struct{ estimator, path string }
+
+type tokenized struct {
+	tr  *epp.TokenizedRequest
+	err error
+}
+
+// sharedTokens marks a TokenizedRequest that a memo holds (GetBlockHashes
+// memoizes only the hashes of those).
+type sharedTokens struct{ tr *epp.TokenizedRequest }
+
+// TokenizeShared is Tokenize of m's request body, memoized in m (nil: not
+// memoized). The result is shared: callers must not change it.
+func (e *Estimator) TokenizeShared(m *memo.Memo, path string, body []byte) (*epp.TokenizedRequest, error) {
+	if m == nil {
+		return e.Tokenize(path, body)
+	}
+	key := tokenizeKey{path: path}
+	if e != nil {
+		key.estimator = e.key
+	}
+	t := memo.Get(m, key, func() tokenized {
+		tr, err := e.Tokenize(path, body)
+		if tr != nil {
+			m.Do(sharedTokens{tr}, func() any { return true })
+		}
+		return tokenized{tr, err}
+	})
+	return t.tr, t.err
 }
 
 // Modalities of multimodal placeholders.

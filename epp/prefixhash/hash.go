@@ -8,6 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/eppsim/eppsim/epp"
+	"github.com/eppsim/eppsim/internal/memo"
 )
 
 // BytesPerToken is the number of text bytes the estimate backend packs into
@@ -154,9 +155,24 @@ func BlockHashes(model, salt string, prompts [][]uint32, bs, maxBlocks int) [][]
 // GetBlockHashes is BlockHashes for a request: the model is the request's
 // TargetModel, the prompts and cache salt come from its TokenizedRequest.
 // It returns nil when the request has no tokens.
+//
+// When the request's tokens are shared through its Memo (TokenizeShared),
+// the hashes are memoized there too: callers must not change them.
 func GetBlockHashes(req *epp.Request, bs, maxBlocks int) [][]uint64 {
 	if req == nil || req.Tokenized == nil || req.Tokenized.TokenCount() == 0 {
 		return nil
 	}
-	return BlockHashes(req.TargetModel, req.Tokenized.CacheSalt, req.Tokenized.Prompts, bs, maxBlocks)
+	tr := req.Tokenized
+	compute := func() [][]uint64 { return BlockHashes(req.TargetModel, tr.CacheSalt, tr.Prompts, bs, maxBlocks) }
+	if !req.Memo.Has(sharedTokens{tr}) {
+		return compute()
+	}
+	return memo.Get(req.Memo, hashesKey{tr, req.TargetModel, bs, maxBlocks}, compute)
+}
+
+// hashesKey memoizes the block hashes of shared tokens.
+type hashesKey struct {
+	tr            *epp.TokenizedRequest
+	model         string
+	bs, maxBlocks int
 }

@@ -202,6 +202,14 @@ func (a *ApproxPrefix) Produce(_ *epp.Cycle, req *epp.Request, eps []*epp.Endpoi
 	return nil
 }
 
+// Prepare implements epp.Preparer: the request's block hashes at the
+// configured block size (the size Produce uses unless autoTune reads
+// another from the endpoints), into req.Memo.
+func (a *ApproxPrefix) Prepare(req *epp.Request) {
+	bs := a.BlockSize(nil)
+	prefixhash.GetBlockHashes(req, bs, a.MaxBlocks(bs))
+}
+
 // PreRequest inserts the request's hashes for the primary profile's first
 // target and, if present, the "prefill" profile's first target (spec §5.7).
 // Upstream does this in a goroutine; eppsim applies it immediately.

@@ -291,7 +291,7 @@ func (p *PrecisePrefix) produce(c *epp.Cycle, req *epp.Request, tr *epp.Tokenize
 	if req.TargetModel != "" {
 		p.lastModel = req.TargetModel
 	}
-	keys := p.ix.RequestKeys(req.TargetModel, tr)
+	keys := p.ix.RequestKeysShared(req.Memo, req.TargetModel, tr)
 	if len(keys) == 0 {
 		return nil
 	}
@@ -321,6 +321,18 @@ func (p *PrecisePrefix) produce(c *epp.Cycle, req *epp.Request, tr *epp.Tokenize
 		req.Put(p.stateKey, keys)
 	}
 	return nil
+}
+
+// Prepare implements epp.Preparer: the request's block keys, into
+// req.Memo, as Produce computes them (from the token producer's tokens,
+// which Router.Prepare computed before, or the server's prompt tokens for
+// the deprecated scorer).
+func (p *PrecisePrefix) Prepare(req *epp.Request) {
+	tr := req.Tokenized
+	if tr == nil {
+		return
+	}
+	p.ix.RequestKeysShared(req.Memo, req.TargetModel, tr)
 }
 
 // PreRequest adds speculative entries for the primary target and the
@@ -399,4 +411,17 @@ func (s *PrecisePrefixScorer) Score(c *epp.Cycle, req *epp.Request, eps []*epp.E
 		}
 		scores[i] = float64(info.MatchBlocks) / float64(info.TotalBlocks)
 	}
+}
+
+// Prepare implements epp.Preparer for the scorer: its Produce's keys, into
+// req.Memo (from the server's prompt tokens without a token producer).
+func (s *PrecisePrefixScorer) Prepare(req *epp.Request) {
+	tr := req.Tokenized
+	if tr == nil {
+		if len(req.ServerPromptTokens) == 0 {
+			return
+		}
+		tr = &epp.TokenizedRequest{Prompts: [][]uint32{req.ServerPromptTokens}, CacheSalt: prefixhash.CacheSalt(req.Body)}
+	}
+	s.ix.RequestKeysShared(req.Memo, req.TargetModel, tr)
 }

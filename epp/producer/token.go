@@ -117,9 +117,22 @@ func (t *TokenProducer) Produces() []epp.DataKey { return []epp.DataKey{t.key} }
 // backends return req.ServerPromptTokens as one prompt. A result with no
 // tokens leaves req.Tokenized nil.
 func (t *TokenProducer) Produce(_ *epp.Cycle, req *epp.Request, _ []*epp.Endpoint) error {
+	return t.produce(req)
+}
+
+// Prepare implements epp.Preparer: the estimate backend's tokens, into
+// req.Memo and req.Tokenized, as Produce computes them.
+func (t *TokenProducer) Prepare(req *epp.Request) {
+	_ = t.produce(req)
+}
+
+func (t *TokenProducer) produce(req *epp.Request) error {
 	if req.Tokenized != nil {
 		if req.Tokenized.CacheSalt == "" {
-			req.Tokenized.CacheSalt = prefixhash.CacheSalt(req.Body)
+			// Tokenized may be shared (epp.Request.Tokenized): replace it.
+			tr := *req.Tokenized
+			tr.CacheSalt = prefixhash.CacheSalt(req.Body)
+			req.Tokenized = &tr
 		}
 		return nil
 	}
@@ -127,7 +140,7 @@ func (t *TokenProducer) Produce(_ *epp.Cycle, req *epp.Request, _ []*epp.Endpoin
 	switch t.backend {
 	case BackendEstimate:
 		var err error
-		tr, err = t.est.Tokenize(req.Path, req.Body)
+		tr, err = t.est.TokenizeShared(req.Memo, req.Path, req.Body)
 		if err != nil {
 			return fmt.Errorf("%s %q: request %s: %w", t.Type(), t.Name(), req.ID, err)
 		}

@@ -96,17 +96,20 @@ func TestTokenProducerProduce(t *testing.T) {
 		t.Errorf("empty prompt: %+v %v", req.Tokenized, err)
 	}
 
-	// Already tokenized: only the salt is filled, never overwritten.
+	// Already tokenized: only the salt is filled, never overwritten, and
+	// the tokens it was given are not changed (they may be shared): the
+	// request gets a copy with the salt.
 	pre := &epp.TokenizedRequest{Prompts: [][]uint32{{1}}}
 	req = &epp.Request{Body: []byte(`{"prompt":"zzz","cache_salt":"s3"}`), Tokenized: pre}
 	_ = est.Produce(c, req, nil)
-	if req.Tokenized != pre || pre.CacheSalt != "s3" || len(pre.Prompts[0]) != 1 {
-		t.Errorf("pre-tokenized: %+v", req.Tokenized)
+	if req.Tokenized == pre || req.Tokenized.CacheSalt != "s3" || len(req.Tokenized.Prompts[0]) != 1 || pre.CacheSalt != "" {
+		t.Errorf("pre-tokenized: %+v (given %+v)", req.Tokenized, pre)
 	}
 	pre.CacheSalt = "keep"
+	req.Tokenized = pre
 	_ = est.Produce(c, req, nil)
-	if pre.CacheSalt != "keep" {
-		t.Errorf("salt overwritten: %q", pre.CacheSalt)
+	if req.Tokenized != pre || pre.CacheSalt != "keep" {
+		t.Errorf("salt overwritten: %q", req.Tokenized.CacheSalt)
 	}
 
 	// Bad body: an error, no tokens.

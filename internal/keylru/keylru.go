@@ -95,6 +95,18 @@ func (l *LRU[V]) Capacity() int { return l.capacity }
 // When inserting evicts the least recent key, Add returns it and true.
 // The value pointer is valid until the next Add or Remove.
 func (l *LRU[V]) Add(key uint64) (val *V, held bool, evicted uint64, ok bool) {
+	if l.index.Len() < l.capacity && l.index.Room() {
+		// Nothing to evict and room to insert: one probe finds or inserts.
+		pos, found := l.index.FindOrInsert(key, 0)
+		if found {
+			l.refresh(pos)
+			return &l.vals[pos], true, 0, false
+		}
+		*l.index.Val(pos) = l.pushHead(pos)
+		var zero V
+		l.vals[pos] = zero
+		return &l.vals[pos], false, 0, false
+	}
 	if pos, found := l.index.Find(key); found {
 		l.refresh(pos)
 		return &l.vals[pos], true, 0, false
@@ -137,6 +149,25 @@ func (l *LRU[V]) Peek(key uint64) (*V, bool) {
 	return &l.vals[pos], true
 }
 
+// Find returns the position of key's entry, without touching its
+// recency, or false. A position designates the entry until the next Add
+// (which may rebuild the index) or its removal; ValAt, RefreshAt and
+// RemoveAt act on it, so that an operation that decides after looking at
+// a value whether to refresh or drop its key looks the key up once.
+func (l *LRU[V]) Find(key uint64) (pos int, found bool) { return l.index.Lookup(key) }
+
+// ValAt returns the value of the entry at pos (from Find).
+func (l *LRU[V]) ValAt(pos int) *V { return &l.vals[pos] }
+
+// RefreshAt makes the entry at pos the most recent: Get's effect.
+func (l *LRU[V]) RefreshAt(pos int) { l.refresh(pos) }
+
+// RemoveAt drops the entry at pos: Remove's effect.
+func (l *LRU[V]) RemoveAt(pos int) {
+	l.markDead(*l.index.Val(pos))
+	l.index.DeleteAt(pos)
+}
+
 // Contains reports whether key is held, without touching its recency.
 func (l *LRU[V]) Contains(key uint64) bool {
 	_, found := l.index.Lookup(key)
@@ -149,8 +180,7 @@ func (l *LRU[V]) Remove(key uint64) bool {
 	if !found {
 		return false
 	}
-	l.markDead(*l.index.Val(pos))
-	l.index.DeleteAt(pos)
+	l.RemoveAt(pos)
 	return true
 }
 

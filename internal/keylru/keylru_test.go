@@ -50,12 +50,26 @@ func testLRUMatchesSimpleLRU(t *testing.T, capacity, steps, universe int, collid
 		k := keys[rng.IntN(len(keys))]
 		switch op := rng.IntN(20); {
 		case op < 2:
-			if l.Remove(k) {
+			removed := false
+			if op == 0 {
+				removed = l.Remove(k)
+			} else if pos, ok := l.Find(k); ok {
+				l.RemoveAt(pos) // Remove by position
+				removed = true
+			}
+			if removed {
 				got = append(got, k)
 			}
 			ref.Remove(k)
 		case op < 5:
-			v, ok := l.Get(k)
+			var v *int
+			var ok bool
+			if op < 4 {
+				v, ok = l.Get(k)
+			} else if pos, found := l.Find(k); found {
+				v, ok = l.ValAt(pos), true // Get by position
+				l.RefreshAt(pos)
+			}
 			rv, rok := ref.Get(k)
 			if ok != rok || ok && *v != rv {
 				t.Fatalf("capacity %d step %d: Get(%x) = %v %v, want %d %v", capacity, step, k, deref(v), ok, rv, rok)

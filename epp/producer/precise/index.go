@@ -310,14 +310,13 @@ func (ix *Index) add(engineKeys, requestKeys []uint64, entries []entry) {
 		engineToRequest(engineKeys, requestKeys, &ix.seen, ix.mapEngineKey)
 	}
 	for _, rk := range requestKeys {
-		v, ok := ix.data.Get(rk)
-		if !ok {
-			var old uint64
-			var evicted bool
-			v, _, old, evicted = ix.data.Add(rk)
-			if evicted {
-				ix.dropKey(old)
-			}
+		// Add refreshes a held key as Get would, and inserts a new one.
+		v, _, old, evicted := ix.data.Add(rk)
+		if evicted {
+			ix.dropKey(old)
+		}
+		if len(entries) == 1 && v.n != spilled && ix.addInline(rk, v, entries[0]) {
+			continue
 		}
 		es := ix.entries(rk, v)
 		if v.n != spilled {
@@ -329,6 +328,38 @@ func (ix *Index) add(engineKeys, requestKeys []uint64, entries []entry) {
 			ix.scratch = es[:0]
 		}
 	}
+}
+
+// addInline is add's step for one entry on a key whose entries are
+// inline: addAll and setEntries without a scratch copy, element by
+// element. It reports false, changing nothing, when the entries would
+// spill.
+func (ix *Index) addInline(rk uint64, v *keyEntries, rec entry) bool {
+	n := int(v.n)
+	for i := range n {
+		if v.e[i] == rec {
+			// Present: moves to most recent.
+			for j := i; j < n-1; j++ {
+				v.e[j] = v.e[j+1]
+			}
+			v.e[n-1] = rec
+			return true
+		}
+	}
+	if n >= ix.podCacheSize {
+		// Full: the least recent is dropped.
+		for j := 0; j < n-1; j++ {
+			v.e[j] = v.e[j+1]
+		}
+		v.e[n-1] = rec
+		return true
+	}
+	if n < inlineEntries {
+		v.e[n] = rec
+		v.n = uint8(n + 1)
+		return true
+	}
+	return false
 }
 
 // addAll inserts recs into es with LRU semantics — an existing entry moves
@@ -363,17 +394,43 @@ func removeAll(es, recs []entry) []entry {
 
 // evictRequestKey removes entries from one request key, dropping the key
 // when it empties. It reports whether the key still holds entries.
+//
+// It looks rk up once: a key that empties is dropped without being made the
+// most recent first (which its removal would undo), one that keeps entries
+// is refreshed as Get would.
 func (ix *Index) evictRequestKey(rk uint64, recs []entry) (remaining bool) {
-	v, ok := ix.data.Get(rk)
+	pos, ok := ix.data.Find(rk)
 	if !ok {
 		return false
 	}
+	v := ix.data.ValAt(pos)
+	if len(recs) == 1 && v.n != spilled {
+		// removeAll and setEntries in place, element by element.
+		n, rec := int(v.n), recs[0]
+		for i := range n {
+			if v.e[i] == rec {
+				for j := i; j < n-1; j++ {
+					v.e[j] = v.e[j+1]
+				}
+				n--
+				break
+			}
+		}
+		if n == 0 {
+			ix.data.RemoveAt(pos)
+			return false
+		}
+		v.n = uint8(n)
+		ix.data.RefreshAt(pos)
+		return true
+	}
 	es := removeAll(ix.entries(rk, v), recs)
 	if len(es) == 0 {
-		ix.data.Remove(rk)
+		ix.data.RemoveAt(pos)
 		ix.dropKey(rk)
 		return false
 	}
+	ix.data.RefreshAt(pos)
 	ix.setEntries(rk, v, es)
 	return true
 }
@@ -381,19 +438,25 @@ func (ix *Index) evictRequestKey(rk uint64, recs []entry) (remaining bool) {
 // evictEngineKey resolves an engine key and removes entries from its
 // request keys; the mapping is dropped once all of them are empty.
 func (ix *Index) evictEngineKey(ek uint64, recs []entry) {
-	v, ok := ix.e2r.Get(ek)
+	pos, ok := ix.e2r.Find(ek)
 	if !ok {
 		return
 	}
-	if v.n == 1 {
+	if v := ix.e2r.ValAt(pos); v.n == 1 {
 		// The common 1:1 mapping, without looking rk up twice: the check
 		// below would find what evictRequestKey reports, and its Get would
 		// not change the LRU order (rk is already the most recent key).
-		if !ix.evictRequestKey(v.first, recs) {
-			ix.unmapEngineKey(ek)
+		// ek is looked up once too: refreshed if it stays (Get's effect;
+		// the two LRUs' orders are independent), dropped otherwise.
+		if ix.evictRequestKey(v.first, recs) {
+			ix.e2r.RefreshAt(pos)
+		} else {
+			ix.e2r.RemoveAt(pos)
+			delete(ix.moreKeys, ek)
 		}
 		return
 	}
+	ix.e2r.RefreshAt(pos)
 	rks := ix.moreKeys[ek]
 	for _, rk := range rks {
 		ix.evictRequestKey(rk, recs)

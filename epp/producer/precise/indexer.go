@@ -8,6 +8,7 @@ import (
 
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/internal/blockmap"
+	"github.com/eppsim/eppsim/internal/memo"
 )
 
 // Tier names.
@@ -99,17 +100,34 @@ func normalizeTier(medium string) string {
 // by one, as upstream logs and continues.
 func (x *Indexer) HandleEvents(pod, model string, batch []epp.KVEvent) {
 	x.touchRemovals(pod, batch)
+	// The entry of the batch's removals: vLLM reports each evicted block
+	// in an event of its own, all of one pod and nearly always of one
+	// medium, so the entry is interned once per medium run.
+	var rm removal
 	for i := range batch {
 		ev := &batch[i]
 		switch ev.Kind {
 		case epp.BlockStored:
 			x.blockStored(pod, model, ev)
 		case epp.BlockRemoved:
-			x.blockRemoved(pod, ev)
+			if !rm.set || rm.medium != ev.Medium {
+				rm.medium, rm.set = ev.Medium, true
+				rm.ent, rm.ok = x.index.makeEntry(pod, normalizeTier(ev.Medium), false)
+			}
+			if rm.ok {
+				x.blockRemoved(rm.ent, ev.BlockHashes)
+			}
 		case epp.AllBlocksCleared:
 			x.ClearPod(pod)
 		}
 	}
+}
+
+// removal caches the entry of a batch's BlockRemoved events by medium.
+type removal struct {
+	set, ok bool
+	medium  string
+	ent     entry
 }
 
 // touchRemovals loads the table entries that the batch's BlockRemoved
@@ -162,6 +180,7 @@ func (x *Indexer) blockStored(pod, model string, ev *epp.KVEvent) {
 	if ev.LoraName != "" {
 		model = ev.LoraName
 	}
+	x.touchStored(ent, ev.BlockHashes)
 	rks := x.hasher.Keys(parent, ev.TokenIDs, model, x.realign(ev))
 	if len(rks) == 0 {
 		// Location-only event (no tokens, e.g. an offload to CPU): resolve
@@ -210,6 +229,25 @@ func (x *Indexer) realign(ev *epp.KVEvent) [][]string {
 	return out
 }
 
+// touchStored loads the engine-map entries and store counts that storing
+// these engine keys will update, before their tokens are hashed, so that
+// those cache misses overlap with the hashing, which only computes. It
+// changes nothing.
+func (x *Indexer) touchStored(ent entry, hashes []uint64) {
+	sink := x.index.sink
+	e2r := x.index.e2r
+	for _, h := range hashes {
+		sink ^= e2r.Touch(h)
+	}
+	if int(ent.pod) < len(x.refs) && int(ent.tier) < len(x.refs[ent.pod]) {
+		b := &x.refs[ent.pod][ent.tier]
+		for _, h := range hashes {
+			sink ^= b.Touch(h)
+		}
+	}
+	x.index.sink = sink
+}
+
 func (x *Indexer) trackStore(ent entry, hashes []uint64) {
 	if len(hashes) == 0 {
 		return
@@ -233,17 +271,15 @@ func (x *Indexer) trackStore(ent entry, hashes []uint64) {
 	}
 }
 
-func (x *Indexer) blockRemoved(pod string, ev *epp.KVEvent) {
-	ent, ok := x.index.makeEntry(pod, normalizeTier(ev.Medium), false)
-	if !ok {
-		return
-	}
+// blockRemoved applies a BlockRemoved of these engine keys whose pod and
+// tier are ent's.
+func (x *Indexer) blockRemoved(ent entry, hashes []uint64) {
 	var b *blockmap.Map
 	if int(ent.pod) < len(x.refs) && int(ent.tier) < len(x.refs[ent.pod]) {
 		b = &x.refs[ent.pod][ent.tier]
 	}
-	recs := []entry{ent}
-	for _, h := range ev.BlockHashes {
+	recs := [1]entry{ent}
+	for _, h := range hashes {
 		if b != nil {
 			if pos, ok := b.Lookup(h); ok {
 				if n := b.Val(pos); *n > 1 {
@@ -253,7 +289,7 @@ func (x *Indexer) blockRemoved(pod string, ev *epp.KVEvent) {
 				b.DeleteAt(pos)
 			}
 		}
-		x.index.evictEngineKey(h, recs)
+		x.index.evictEngineKey(h, recs[:])
 	}
 	if b != nil && b.Len() == 0 {
 		*b = blockmap.Map{} // release the table
@@ -293,6 +329,36 @@ func (x *Indexer) RequestKeys(model string, tr *epp.TokenizedRequest) [][]uint64
 		}
 	}
 	return out
+}
+
+// requestKeysKey identifies, within a request's memo, the keys that
+// RequestKeys computes for a single-prompt request without multimodal
+// items: the hasher's parameters, the model, the cache salt and the prompt
+// (by its backing array: a request's tokens are shared read-only).
+type requestKeysKey struct {
+	blockSize int
+	xxh       bool
+	init      uint64
+	model     string
+	salt      string
+	prompt    *uint32
+	n         int
+}
+
+// RequestKeysShared is RequestKeys memoized in m, the memo of the request
+// that tr tokenizes: the routers of every simulation replaying the request
+// with the same token processor settings share one computation, which
+// Router.Prepare may do ahead on the feed's goroutine. Requests with
+// several prompts or multimodal items are computed each time. The result
+// is shared: callers must not change it.
+func (x *Indexer) RequestKeysShared(m *memo.Memo, model string, tr *epp.TokenizedRequest) [][]uint64 {
+	if m == nil || tr == nil || len(tr.Prompts) != 1 || len(tr.MultiModal) != 0 || len(tr.Prompts[0]) < x.hasher.blockSize {
+		return x.RequestKeys(model, tr)
+	}
+	p := tr.Prompts[0]
+	h := x.hasher
+	key := requestKeysKey{blockSize: h.blockSize, xxh: h.xxh, init: h.init, model: model, salt: tr.CacheSalt, prompt: &p[0], n: len(p)}
+	return memo.Get(m, key, func() [][]uint64 { return x.RequestKeys(model, tr) })
 }
 
 // Match is one candidate's precise match (spec §6.4).
