@@ -43,10 +43,18 @@ demo:
 ## benchmarks run for go test's default time; the whole-trace benchmarks
 ## (BenchmarkMooncake*: one iteration replays the shared Mooncake trace; they
 ## skip when ../shared is absent) run $(BENCHTIME) on one core, as DESIGN.md's
-## target is stated.
+## target is stated, then the run path's (BenchmarkMooncakeRun, the four
+## configs of BenchmarkMooncakeShared) on every core, as `eppsim run` runs;
+## last, BenchmarkScale (a few minutes): requests per wall second and peak
+## RSS against fleet size and trace length, with its table and plot in
+## $(SCALE_OUT).
+SCALE_OUT ?= out/bench
 bench:
-	$(GO) test -run '^$$' -bench . -skip '^BenchmarkMooncake' -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Mooncake|Scale)' -benchmem $(PKGS)
 	$(GO) test -run '^$$' -bench '^BenchmarkMooncake' -benchtime $(BENCHTIME) -cpu 1 -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench '^BenchmarkMooncake(Run|Shared)$$' -benchtime $(BENCHTIME) ./scenario/
+	EPPSIM_SCALE_OUT=$(abspath $(SCALE_OUT)) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m ./scenario/
+	@cat $(SCALE_OUT)/scale.csv
 
 ## fuzz: a short run of every fuzz target (one package at a time, as go test requires).
 fuzz:
