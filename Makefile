@@ -45,16 +45,22 @@ demo:
 ## skip when ../shared is absent) run $(BENCHTIME) on one core: among them
 ## BenchmarkMooncakeShared (issue #17 target 1: CPU seconds of 4 configs on
 ## one read) and BenchmarkMooncakeConfigs (target 2: oracle and the shipped
-## precise config against the default, CPU-seconds ratios). The last line is
-## target 3: `eppsim run` on Mooncake/16 built at 17c5c5f and from this
-## tree, alternated, medians of $(ROUNDS) rounds, with and without --out.
-ROUNDS   ?= 5
-MOONCAKE ?= ../shared/traces/mooncake_conversation_trace.jsonl
+## precise config against the default, CPU-seconds ratios). Then target 3:
+## `eppsim run` on Mooncake/16 built at 17c5c5f and from this tree,
+## alternated, medians of $(ROUNDS) rounds, with and without --out. Last,
+## target 4, BenchmarkScale (about 5 minutes; synthesized traces, so it
+## needs no ../shared): requests per wall and CPU second and peak RSS
+## against fleet size and trace length, its table and plot in $(SCALE_OUT).
+ROUNDS    ?= 5
+MOONCAKE  ?= ../shared/traces/mooncake_conversation_trace.jsonl
+SCALE_OUT ?= out/bench
 bench:
-	$(GO) test -run '^$$' -bench . -skip '^BenchmarkMooncake' -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Mooncake|Scale)' -benchmem $(PKGS)
 	$(GO) test -run '^$$' -bench '^BenchmarkMooncake' -benchtime $(BENCHTIME) -cpu 1 -benchmem $(PKGS)
 	@if [ -f $(MOONCAKE) ]; then .ci/compare-speed -n $(ROUNDS) -o 17c5c5f . -- --trace $(MOONCAKE) --replicas 16; \
 	  else echo "compare-speed skipped: $(MOONCAKE) absent"; fi
+	EPPSIM_SCALE_OUT=$(abspath $(SCALE_OUT)) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m ./scenario/
+	@cat $(SCALE_OUT)/scale.csv
 
 ## fuzz: a short run of every fuzz target (one package at a time, as go test requires).
 fuzz:
