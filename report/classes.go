@@ -377,16 +377,10 @@ func (o *Output) ttftByClassFigure() figure {
 			return strings.Compare(a.objective, b.objective)
 		})
 		for k, cs := range series {
-			xs := make([]float32, 0, len(cs.ttft))
-			for _, v := range cs.ttft {
-				if v > 0 && !math.IsInf(float64(v), 0) {
-					xs = append(xs, v)
-				}
-			}
+			xs := positiveSorted(cs.ttft)
 			if len(xs) == 0 {
 				continue
 			}
-			slices.Sort(xs)
 			lo, hi = math.Min(lo, float64(xs[0])), math.Max(hi, float64(xs[len(xs)-1]))
 			ln, err := plotter.NewLine(cdfPoints(xs))
 			if err != nil {

@@ -243,6 +243,19 @@ func notePlot(title, msg string) *plot.Plot {
 
 func inches(x float64) vg.Length { return vg.Length(x) * vg.Inch }
 
+// positiveSorted returns the positive finite values of vs, sorted (a log
+// axis shows nothing else).
+func positiveSorted(vs []float32) []float32 {
+	xs := make([]float32, 0, len(vs))
+	for _, v := range vs {
+		if v > 0 && !math.IsInf(float64(v), 0) {
+			xs = append(xs, v)
+		}
+	}
+	slices.Sort(xs)
+	return xs
+}
+
 // ttftFigure: TTFT CDF per config, log x axis.
 func (o *Output) ttftFigure() figure {
 	const title = "TTFT CDF (completed requests, after warm-up)"
@@ -252,16 +265,10 @@ func (o *Output) ttftFigure() figure {
 	n := 0
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, r := range o.runs {
-		xs := make([]float32, 0, len(r.ttft))
-		for _, v := range r.ttft {
-			if v > 0 && !math.IsInf(float64(v), 0) {
-				xs = append(xs, v)
-			}
-		}
+		xs := positiveSorted(r.ttft)
 		if len(xs) == 0 {
 			continue
 		}
-		slices.Sort(xs)
 		lo, hi = math.Min(lo, float64(xs[0])), math.Max(hi, float64(xs[len(xs)-1]))
 		ln, err := plotter.NewLine(cdfPoints(xs))
 		if err != nil {
