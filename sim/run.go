@@ -997,10 +997,15 @@ func (r *runner) dispatch(now int64, f *flight) {
 	r.deciding = f
 	res, err := r.router.ScheduleOn(&epp.Cycle{Now: now}, f.er, f.cands)
 	r.deciding = nil
+	r.decided(now, f, res, err)
+}
+
+// decided ends a scheduling cycle: routed, or, when a data producer holds
+// the cycle (the burst window), parked in flight until the producer's time
+// to resume it.
+func (r *runner) decided(now int64, f *flight, res *epp.Result, err error) {
 	var w *epp.WaitError
 	if errors.As(err, &w) {
-		// A data producer holds the cycle (the burst window): the request
-		// is in flight, waiting in the EPP.
 		f.waitFrom = now
 		slot := r.newFlight(f)
 		r.byReq[f.er] = slot
@@ -1022,15 +1027,7 @@ func (r *runner) resume(now int64, slot int) {
 	r.deciding = f
 	res, err := r.router.Resume(&epp.Cycle{Now: now}, f.er)
 	r.deciding = nil
-	var w *epp.WaitError
-	if errors.As(err, &w) {
-		f.waitFrom = now
-		slot := r.newFlight(f)
-		r.byReq[f.er] = slot
-		r.at(w.Until, evResume, slot)
-		return
-	}
-	r.routed(now, f, res, err)
+	r.decided(now, f, res, err)
 }
 
 // routed handles the scheduler's result: the request goes to its target
