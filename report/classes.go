@@ -223,12 +223,18 @@ func ClassLabel(r ClassRow) string {
 // shed, expired and other rejections of a class row.
 func (r ClassRow) shed() int    { return r.Rejected["legacy-saturated"] + r.Rejected["fc-capacity"] }
 func (r ClassRow) expired() int { return r.Rejected["fc-ttl-expired"] + r.Rejected["fc-no-endpoints"] }
+func (r ClassRow) evicted() int { return r.Rejected["evicted"] }
 func (r ClassRow) otherRejected() int {
 	n := 0
 	for _, v := range r.Rejected {
 		n += v
 	}
-	return n - r.shed() - r.expired()
+	return n - r.shed() - r.expired() - r.evicted()
+}
+
+// rejections is the "shed / expired / evicted / other" cell of r.
+func (r ClassRow) rejections() string {
+	return strconv.Itoa(r.shed()) + " / " + strconv.Itoa(r.expired()) + " / " + strconv.Itoa(r.evicted()) + " / " + strconv.Itoa(r.otherRejected())
 }
 
 // classRows are the headline rows of the priority classes (added only when
@@ -279,13 +285,11 @@ func classRows(runs []NamedSummary, group func(string, ...rowDef)) {
 			}
 			return ff(s.Classes.EPPQueue.P99, 1)
 		}},
-		rowDef{"shed / expired / other rejected", func(s *Summary) string {
+		rowDef{"shed / expired / evicted / other rejected", func(s *Summary) string {
 			if s.Classes == nil {
 				return dash
 			}
-			var t ClassRow
-			t.Rejected = s.Classes.RejectedByCause
-			return strconv.Itoa(t.shed()) + " / " + strconv.Itoa(t.expired()) + " / " + strconv.Itoa(t.otherRejected())
+			return ClassRow{Rejected: s.Classes.RejectedByCause}.rejections()
 		}},
 	)
 	for _, k := range keys {
@@ -296,15 +300,13 @@ func classRows(runs []NamedSummary, group func(string, ...rowDef)) {
 			})},
 			rowDef{"TTFT p50 / p99 (ms)", cell(k, func(r ClassRow) string { return ff(r.TTFT.P50, 1) + " / " + ff(r.TTFT.P99, 1) })},
 			rowDef{"EPP queue p50 / p99 (ms)", cell(k, func(r ClassRow) string { return ff(r.EPPQueue.P50, 1) + " / " + ff(r.EPPQueue.P99, 1) })},
-			rowDef{"shed / expired / other rejected", cell(k, func(r ClassRow) string {
-				return strconv.Itoa(r.shed()) + " / " + strconv.Itoa(r.expired()) + " / " + strconv.Itoa(r.otherRejected())
-			})},
+			rowDef{"shed / expired / evicted / other rejected", cell(k, ClassRow.rejections)},
 		)
 	}
 }
 
 // classSentence is the finding of a run with classes: the highest class's
-// p99 TTFT and the lowest class's shed and expired requests.
+// p99 TTFT and the lowest class's shed, expired and evicted requests.
 func classSentence(r NamedSummary) string {
 	c := r.Summary.Classes
 	if c == nil || len(c.ByClass) < 2 {
@@ -313,7 +315,8 @@ func classSentence(r NamedSummary) string {
 	hi, lo := c.ByClass[0], c.ByClass[len(c.ByClass)-1]
 	return r.Name + ": the highest class, " + ClassLabel(hi) + ", has p99 TTFT " + ff(hi.TTFT.P99, 0) + " ms (EPP queue p99 " +
 		ff(hi.EPPQueue.P99, 0) + " ms); the lowest, " + ClassLabel(lo) + ", had " + strconv.Itoa(lo.shed()) + " of " +
-		strconv.Itoa(lo.Requests) + " requests shed and " + strconv.Itoa(lo.expired()) + " expired in the EPP's queue."
+		strconv.Itoa(lo.Requests) + " requests shed, " + strconv.Itoa(lo.expired()) + " expired in the EPP's queue and " +
+		strconv.Itoa(lo.evicted()) + " evicted in flight."
 }
 
 // appendClassColumns appends rec's ClassColumns and the row's newline.
@@ -414,10 +417,10 @@ func (o *Output) ttftByClassFigure() figure {
 }
 
 // classTable is the class table of report.md and report.html: per config
-// and class, requests, shed, expired and other rejected, TTFT p50/p99,
+// and class, requests, shed, expired, evicted and other rejected, TTFT p50/p99,
 // EPP queue p50/p99 and engine queue p99.
 func classTable(runs []NamedSummary) (header []string, rows [][]string) {
-	header = []string{"config", "class", "completed / requests", "shed", "expired", "other rejected",
+	header = []string{"config", "class", "completed / requests", "shed", "expired", "evicted", "other rejected",
 		"TTFT p50 (ms)", "TTFT p99 (ms)", "EPP queue p50 (ms)", "EPP queue p99 (ms)", "engine queue p99 (ms)"}
 	for _, r := range runs {
 		if r.Summary == nil || r.Summary.Classes == nil {
@@ -425,7 +428,7 @@ func classTable(runs []NamedSummary) (header []string, rows [][]string) {
 		}
 		for _, c := range r.Summary.Classes.ByClass {
 			rows = append(rows, []string{r.Name, ClassLabel(c), strconv.Itoa(c.Completed) + " / " + strconv.Itoa(c.Requests),
-				strconv.Itoa(c.shed()), strconv.Itoa(c.expired()), strconv.Itoa(c.otherRejected()),
+				strconv.Itoa(c.shed()), strconv.Itoa(c.expired()), strconv.Itoa(c.evicted()), strconv.Itoa(c.otherRejected()),
 				ff(c.TTFT.P50, 1), ff(c.TTFT.P99, 1), ff(c.EPPQueue.P50, 1), ff(c.EPPQueue.P99, 1), ff(c.EngineQueue.P99, 1)})
 		}
 	}
@@ -435,5 +438,5 @@ func classTable(runs []NamedSummary) (header []string, rows [][]string) {
 // classNote explains the class table.
 const classNote = "One row per config and InferenceObjective (the priority class its requests named). Shed: rejected by the " +
 	"legacy gate at saturation or by flow control at queue capacity (HTTP 429); expired: timed out in flow control's queue " +
-	"(HTTP 429 or 503); other rejected: denied by an Admit plugin (HTTP 500), evicted in flight (HTTP 429), or rejected " +
-	"after dispatch. The EPP queue is the flow-control wait, apart from the engine queue; both are inside TTFT."
+	"(HTTP 429 or 503); evicted: revoked in flight by flow control's eviction (HTTP 429); other rejected: denied by an " +
+	"Admit plugin (HTTP 500), or rejected after dispatch. The EPP queue is the flow-control wait, apart from the engine queue; both are inside TTFT."

@@ -51,8 +51,15 @@ func TestClassSummary(t *testing.T) {
 		t.Errorf("fairness rows %+v", c.ByFairnessID)
 	}
 	if s := classSentence(NamedSummary{Name: "fc", Summary: &Summary{Classes: c}}); !strings.Contains(s, "critical (p 10), has p99 TTFT 300 ms") ||
-		!strings.Contains(s, "batch (p -1), had 1 of 3 requests shed and 1 expired") {
+		!strings.Contains(s, "batch (p -1), had 1 of 3 requests shed, 1 expired in the EPP's queue and 0 evicted in flight") {
 		t.Errorf("finding %q", s)
+	}
+	// The table's rejection cell: shed = legacy-saturated + fc-capacity,
+	// expired = fc-ttl-expired + fc-no-endpoints, evicted alone, the rest other.
+	row := ClassRow{Rejected: map[string]int{"legacy-saturated": 2, "fc-capacity": 1, "fc-ttl-expired": 4, "fc-no-endpoints": 1,
+		"evicted": 7, "admit-denied": 3, "scheduling-failed": 1}}
+	if got, want := row.rejections(), "3 / 5 / 7 / 4"; got != want {
+		t.Errorf("rejections %q, want %q", got, want)
 	}
 	// A default run has no class summary.
 	b := NewAggregator()
