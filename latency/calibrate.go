@@ -46,8 +46,11 @@ type CalibrateOptions struct {
 	// runs and predicts them, measuring how the calibration carries to
 	// models it never saw.
 	LeaveOneModelOut bool
-	Seed             uint64
-	Workers          int
+	// Weights weigh the objective's terms by metric (absent: 1); see
+	// WeightedObjective.
+	Weights map[string]float64
+	Seed    uint64
+	Workers int
 	// Progress receives a line per improvement (nil: none).
 	Progress io.Writer
 	// Name labels the calibration; Source says what it was fitted on.
@@ -117,8 +120,8 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	}
 	res := &CalibrateResult{Fitted: runs, Objective: obj, Evaluations: evals}
 	res.Calibration = replica.Calibration{Name: o.Name, Coefficients: fit, EppsimVersion: o.Version,
-		FittedOn: fmt.Sprintf("%s: %d measured runs that are not overloaded (%s); free: %s; %d evaluations, objective %.4f",
-			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj)}
+		FittedOn: fmt.Sprintf("%s: %d measured runs that are not overloaded (%s); free: %s; %d evaluations, objective %.4f%s",
+			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj, weightsNote(o.Weights))}
 	all := make([]*Experiment, len(f.Experiments))
 	for i := range f.Experiments {
 		all[i] = &f.Experiments[i]
@@ -257,7 +260,7 @@ func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, 
 	objective := func(x []float64) float64 {
 		evals++
 		c := replica.Calibration{Name: "fit", Coefficients: coeffs(x)}
-		v, err := Objective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit}, o.Workers)
+		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit}, o.Workers, o.Weights)
 		if err != nil {
 			if ctx.Err() == nil && simErr == nil && !errors.Is(err, errUnphysical) {
 				simErr = err
@@ -307,6 +310,14 @@ var errUnphysical = errors.New("unphysical coefficients")
 // |log(predicted/actual)| over its scopes and FitMetrics, averaged over
 // the runs.
 func Objective(ctx context.Context, runs []*Experiment, c replica.Calibration, o Options, workers int) (float64, error) {
+	return WeightedObjective(ctx, runs, c, o, workers, nil)
+}
+
+// WeightedObjective is Objective with each metric's terms weighted by
+// weights[metric] (absent: 1): each run's weighted mean of
+// |log(predicted/actual)|, averaged over the runs. With every weight 1 it
+// is Objective.
+func WeightedObjective(ctx context.Context, runs []*Experiment, c replica.Calibration, o Options, workers int, weights map[string]float64) (float64, error) {
 	if err := c.Coefficients.Validate(); err != nil {
 		return 0, fmt.Errorf("%w: %v", errUnphysical, err)
 	}
@@ -316,8 +327,7 @@ func Objective(ctx context.Context, runs []*Experiment, c replica.Calibration, o
 	}
 	var total float64
 	for _, r := range results {
-		var s float64
-		n := 0
+		var s, n float64
 		for _, scope := range r.Experiment.Scopes() {
 			p, a := r.Predicted[scope], r.Experiment.MeasuredValues(scope)
 			for _, m := range FitMetrics {
@@ -329,13 +339,31 @@ func Objective(ctx context.Context, runs []*Experiment, c replica.Calibration, o
 				if !(pv > 0) {
 					return 0, fmt.Errorf("%s: %s %s predicted %v", r.Experiment.ID, scope, m, pv)
 				}
-				s += math.Abs(math.Log(pv / av))
-				n++
+				w, ok := weights[m]
+				if !ok {
+					w = 1
+				}
+				s += w * math.Abs(math.Log(pv/av))
+				n += w
 			}
 		}
 		if n > 0 {
-			total += s / float64(n)
+			total += s / n
 		}
 	}
 	return total / float64(len(results)), nil
+}
+
+// weightsNote says which metrics the objective weighed (empty when none).
+func weightsNote(w map[string]float64) string {
+	if len(w) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, m := range FitMetrics {
+		if v, ok := w[m]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%g", m, v))
+		}
+	}
+	return " (metric weights " + strings.Join(parts, ", ") + ")"
 }

@@ -163,6 +163,58 @@ func TestCalibrateRecoversCoefficients(t *testing.T) {
 	}
 }
 
+// TestWeightedObjective: with one term off by a factor e (|log| = 1: the
+// whole run's TTFT p99) and every other term exact, the objective of one
+// run is 1/n over its n terms; weighing ttft_p99 by 3 weighs that term and
+// the k − 1 other scopes' (exact) TTFT p99 terms, so it is 3/(n − k + 3k);
+// weights of 1 change nothing.
+func TestWeightedObjective(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Experiments = f.Experiments[:1]
+	c := replica.DefaultCalibration()
+	ctx := context.Background()
+	res, err := SimulateAll(ctx, []*Experiment{&f.Experiments[0]}, c, Options{Seed: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &f.Experiments[0]
+	e.Measured = map[string]Measurement{}
+	for scope, v := range res[0].Predicted {
+		p99 := v["ttft_p99"]
+		if scope == "summary" {
+			p99 *= math.E
+		}
+		e.Measured[scope] = Measurement{E2E: Distribution{v["e2e_mean"], v["e2e_p90"], v["e2e_p99"]},
+			TTFT: Distribution{v["ttft_mean"], v["ttft_p90"], p99}}
+	}
+	if _, ok := e.Measured["summary"]; !ok {
+		t.Fatalf("no summary scope among %v", e.Scopes())
+	}
+	plain, err := Objective(ctx, FitRuns(f), c, Options{Seed: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := math.Round(1 / plain)
+	if n < 2 || math.Abs(plain-1/n) > 1e-9 {
+		t.Fatalf("objective %v: want 1/n for a whole number n of terms", plain)
+	}
+	w3, err := WeightedObjective(ctx, FitRuns(f), c, Options{Seed: 1}, 1, map[string]float64{"ttft_p99": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := float64(len(e.Scopes()))
+	if want := 3 / (n - k + 3*k); math.Abs(w3-want) > 1e-9 {
+		t.Errorf("weighted objective %v, want 3/(%v−%v+3·%v) = %v", w3, n, k, k, want)
+	}
+	w1, err := WeightedObjective(ctx, FitRuns(f), c, Options{Seed: 1}, 1, map[string]float64{"ttft_p99": 1, "e2e_mean": 1})
+	if err != nil || w1 != plain {
+		t.Errorf("weights of 1: %v (%v), want %v", w1, err, plain)
+	}
+}
+
 // TestLongShippedCalibration (make test-long): the calibration that ships,
 // validated on the shared measured runs, reproduces the in-sample fit it
 // records (calibrate's round trip), predicts every overloaded run as

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -265,6 +267,7 @@ type calibrateFlags struct {
 	lomoBudget int
 	stageLimit int
 	lomo       bool
+	weights    []string
 	report     string
 	force      bool
 	workers    int
@@ -306,6 +309,7 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 	fl.IntVar(&f.budget, "budget", 300, "objective evaluations of the fit (each simulates every fitted run)")
 	fl.IntVar(&f.lomoBudget, "lomo-budget", 0, "objective evaluations of each leave-one-model-out refit (0: --budget/3)")
 	fl.IntVar(&f.stageLimit, "stage-limit", 300, "simulate at most this many seconds of each load stage while fitting (0: whole runs); the reported fit simulates whole runs")
+	fl.StringArrayVar(&f.weights, "metric-weight", nil, "METRIC=W: weigh METRIC's terms in the objective by W > 0 (default 1; metrics: "+strings.Join(latency.FitMetrics, ", ")+"); repeatable")
 	fl.BoolVar(&f.lomo, "leave-one-model-out", false, "also measure the error on each model with a calibration fitted without it")
 	fl.StringVar(&f.report, "report", "", "also write the validation report of the result to this directory")
 	fl.BoolVar(&f.force, "force", false, "overwrite --out and write into a non-empty --report directory")
@@ -337,6 +341,10 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 			return withExitCode(2, fmt.Errorf("--report: %w", err))
 		}
 	}
+	weights, err := parseMetricWeights(f.weights)
+	if err != nil {
+		return withExitCode(2, err)
+	}
 	start, err := loadCalibration(f.start)
 	if err != nil {
 		return withExitCode(2, fmt.Errorf("--start: %w", err))
@@ -367,7 +375,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	defer stop()
 	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
 		Start: start, Free: free, Budget: f.budget, LOMOBudget: f.lomoBudget, StageLimit: f.stageLimit,
-		LeaveOneModelOut: f.lomo, Seed: f.seed, Workers: f.workers, Progress: progress,
+		LeaveOneModelOut: f.lomo, Weights: weights, Seed: f.seed, Workers: f.workers, Progress: progress,
 		Name: name, Source: strings.Join(bases, ", "), Version: version,
 	})
 	if err != nil {
@@ -464,4 +472,28 @@ func printFit(w io.Writer, rep *latency.Report) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+// parseMetricWeights reads calibrate's --metric-weight values (METRIC=W,
+// METRIC one of latency.FitMetrics, W a finite number > 0).
+func parseMetricWeights(vals []string) (map[string]float64, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	w := map[string]float64{}
+	for _, v := range vals {
+		m, ws, ok := strings.Cut(v, "=")
+		if !ok {
+			return nil, fmt.Errorf("--metric-weight %q: want METRIC=W (e.g. ttft_p99=3)", v)
+		}
+		if !slices.Contains(latency.FitMetrics, m) {
+			return nil, fmt.Errorf("--metric-weight %q: unknown metric %q (want one of %s)", v, m, strings.Join(latency.FitMetrics, ", "))
+		}
+		x, err := strconv.ParseFloat(ws, 64)
+		if err != nil || !(x > 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("--metric-weight %q: weight %q must be a number > 0", v, ws)
+		}
+		w[m] = x
+	}
+	return w, nil
 }
