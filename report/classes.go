@@ -3,15 +3,11 @@ package report
 import (
 	"cmp"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/eppsim/eppsim/sim"
 )
@@ -365,12 +361,7 @@ const PlotTTFTByClass = "ttft_by_class"
 // ttftByClassFigure: TTFT CDF per config and priority class (colour by
 // config; solid for the highest class, dashed and dotted below).
 func (o *Output) ttftByClassFigure() figure {
-	const title = "TTFT CDF per priority class (completed requests, after warm-up)"
-	f := figure{name: PlotTTFTByClass, title: "TTFT CDF per priority class", w: inches(7.5), h: inches(4.6)}
-	p := newPlot(title, "time to first token (ms, log scale)", "fraction of requests ≤ TTFT")
-	l := newLegend()
-	n := 0
-	lo, hi := math.Inf(1), math.Inf(-1)
+	c := newTTFTCDF("TTFT CDF per priority class (completed requests, after warm-up)")
 	for i, r := range o.runs {
 		series := slices.Clone(r.classTTFT)
 		slices.SortFunc(series, func(a, b classSeries) int {
@@ -380,40 +371,19 @@ func (o *Output) ttftByClassFigure() figure {
 			return strings.Compare(a.objective, b.objective)
 		})
 		for k, cs := range series {
-			xs := positiveSorted(cs.ttft)
-			if len(xs) == 0 {
+			ln := c.add(cs.ttft, i, r.name+", "+ClassLabel(ClassRow{Objective: cs.objective, Priority: cs.priority}))
+			if ln == nil {
 				continue
 			}
-			lo, hi = math.Min(lo, float64(xs[0])), math.Max(hi, float64(xs[len(xs)-1]))
-			ln, err := plotter.NewLine(cdfPoints(xs))
-			if err != nil {
-				continue
-			}
-			ln.StepStyle = plotter.PostStep
-			ln.LineStyle = lineStyle(i, vg.Points(1.6))
 			switch k % 3 {
 			case 1:
 				ln.LineStyle.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 			case 2:
 				ln.LineStyle.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
 			}
-			p.Add(ln)
-			p99 := xs[min(max(int(math.Ceil(0.99*float64(len(xs))))-1, 0), len(xs)-1)]
-			l.Add(r.name+", "+ClassLabel(ClassRow{Objective: cs.objective, Priority: cs.priority})+" (p99 "+fmtMillis(float64(p99))+" ms)", ln)
-			n++
 		}
 	}
-	if n == 0 {
-		np := notePlot(title, "no completed requests")
-		f.draw = func(c draw.Canvas) { np.Draw(c) }
-		return f
-	}
-	p.X.Tick.Marker = log10Ticks{}
-	p.X.Min, p.X.Max = math.Log10(lo)-0.05, math.Log10(hi)+0.05
-	p.Y.Min, p.Y.Max = 0, 1
-	p.Y.Tick.Marker = plot.ConstantTicks(fractionTicks())
-	f.draw = func(c draw.Canvas) { withLegend(c, l, n, p.Draw) }
-	return f
+	return c.figure(figure{name: PlotTTFTByClass, title: "TTFT CDF per priority class", w: inches(7.5), h: inches(4.6)})
 }
 
 // classTable is the class table of report.md and report.html: per config

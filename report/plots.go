@@ -256,44 +256,68 @@ func positiveSorted(vs []float32) []float32 {
 	return xs
 }
 
-// ttftFigure: TTFT CDF per config, log x axis.
-func (o *Output) ttftFigure() figure {
-	const title = "TTFT CDF (completed requests, after warm-up)"
-	f := figure{name: PlotTTFTCDF, title: "TTFT CDF", w: inches(7), h: inches(4.2)}
-	p := newPlot(title, "time to first token (ms, log scale)", "fraction of requests ≤ TTFT")
-	l := newLegend()
-	n := 0
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, r := range o.runs {
-		xs := positiveSorted(r.ttft)
-		if len(xs) == 0 {
-			continue
-		}
-		lo, hi = math.Min(lo, float64(xs[0])), math.Max(hi, float64(xs[len(xs)-1]))
-		ln, err := plotter.NewLine(cdfPoints(xs))
-		if err != nil {
-			continue
-		}
-		ln.StepStyle = plotter.PostStep
-		ln.LineStyle = lineStyle(i, vg.Points(1.6))
-		p.Add(ln)
-		p99 := xs[min(max(int(math.Ceil(0.99*float64(len(xs))))-1, 0), len(xs)-1)]
-		l.Add(r.name+" (p99 "+fmtMillis(float64(p99))+" ms)", ln)
-		n++
+// ttftCDF collects TTFT CDF lines on an x axis linear in log10(ms): the
+// TTFT plot per config and the one per config and class.
+type ttftCDF struct {
+	title  string
+	p      *plot.Plot
+	l      plot.Legend
+	n      int
+	lo, hi float64
+}
+
+func newTTFTCDF(title string) *ttftCDF {
+	return &ttftCDF{title: title, p: newPlot(title, "time to first token (ms, log scale)", "fraction of requests ≤ TTFT"),
+		l: newLegend(), lo: math.Inf(1), hi: math.Inf(-1)}
+}
+
+// add draws the CDF of vs's positive finite values in config i's colour,
+// labelled name with its p99, and returns the line for further styling
+// (nil when vs has no such value).
+func (c *ttftCDF) add(vs []float32, i int, name string) *plotter.Line {
+	xs := positiveSorted(vs)
+	if len(xs) == 0 {
+		return nil
 	}
-	if n == 0 {
-		np := notePlot(title, "no completed requests")
-		f.draw = func(c draw.Canvas) { np.Draw(c) }
+	c.lo, c.hi = math.Min(c.lo, float64(xs[0])), math.Max(c.hi, float64(xs[len(xs)-1]))
+	ln, err := plotter.NewLine(cdfPoints(xs))
+	if err != nil {
+		return nil
+	}
+	ln.StepStyle = plotter.PostStep
+	ln.LineStyle = lineStyle(i, vg.Points(1.6))
+	c.p.Add(ln)
+	p99 := xs[min(max(int(math.Ceil(0.99*float64(len(xs))))-1, 0), len(xs)-1)]
+	c.l.Add(name+" (p99 "+fmtMillis(float64(p99))+" ms)", ln)
+	c.n++
+	return ln
+}
+
+// figure sets f's drawing: the lines with their legend, or a note when
+// there is none.
+func (c *ttftCDF) figure(f figure) figure {
+	if c.n == 0 {
+		np := notePlot(c.title, "no completed requests")
+		f.draw = func(dc draw.Canvas) { np.Draw(dc) }
 		return f
 	}
 	// The x axis is linear in log10(ms) with ticks labelled in ms
 	// (plot.LogScale mis-pads the axis label).
-	p.X.Tick.Marker = log10Ticks{}
-	p.X.Min, p.X.Max = math.Log10(lo)-0.05, math.Log10(hi)+0.05
-	p.Y.Min, p.Y.Max = 0, 1
-	p.Y.Tick.Marker = plot.ConstantTicks(fractionTicks())
-	f.draw = func(c draw.Canvas) { withLegend(c, l, n, p.Draw) }
+	c.p.X.Tick.Marker = log10Ticks{}
+	c.p.X.Min, c.p.X.Max = math.Log10(c.lo)-0.05, math.Log10(c.hi)+0.05
+	c.p.Y.Min, c.p.Y.Max = 0, 1
+	c.p.Y.Tick.Marker = plot.ConstantTicks(fractionTicks())
+	f.draw = func(dc draw.Canvas) { withLegend(dc, c.l, c.n, c.p.Draw) }
 	return f
+}
+
+// ttftFigure: TTFT CDF per config, log x axis.
+func (o *Output) ttftFigure() figure {
+	c := newTTFTCDF("TTFT CDF (completed requests, after warm-up)")
+	for i, r := range o.runs {
+		c.add(r.ttft, i, r.name)
+	}
+	return c.figure(figure{name: PlotTTFTCDF, title: "TTFT CDF", w: inches(7), h: inches(4.2)})
 }
 
 // cdfPoints is the empirical CDF of sorted positive values as points
