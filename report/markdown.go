@@ -108,32 +108,10 @@ func (o *Output) markdown() []byte {
 
 	if cols := causeColumns(runs); len(cols) > 0 {
 		b.WriteString("\n## Prediction error by cause\n\n" + causeNote + "\n\n")
-		b.WriteString("| cause |")
-		for _, c := range cols {
-			b.WriteString(" " + mdEscape(c.title) + " |")
-		}
-		b.WriteString("\n|---|" + strings.Repeat("---:|", len(cols)) + "\n")
-		for _, row := range causeRows(cols) {
-			b.WriteString("| " + mdEscape(row.Label) + " |")
-			for _, c := range row.Cells {
-				b.WriteString(" " + mdEscape(c) + " |")
-			}
-			b.WriteString("\n")
-		}
+		writeCauseTable(&b, "cause", cols, causeRows(cols))
 		b.WriteString("\n" + rateNote + "\n\n")
 		rcols := rateColumns(cols)
-		b.WriteString("| per-request rate |")
-		for _, c := range rcols {
-			b.WriteString(" " + mdEscape(c.title) + " |")
-		}
-		b.WriteString("\n|---|" + strings.Repeat("---:|", len(rcols)) + "\n")
-		for _, row := range rateRows(rcols) {
-			b.WriteString("| " + mdEscape(row.Label) + " |")
-			for _, c := range row.Cells {
-				b.WriteString(" " + mdEscape(c) + " |")
-			}
-			b.WriteString("\n")
-		}
+		writeCauseTable(&b, "per-request rate", rcols, rateRows(rcols))
 	}
 
 	if header, rows := classTable(runs); len(rows) > 0 {
@@ -215,6 +193,23 @@ const (
 
 // causeColumn is one (config, producer, direction) column of the
 // error-by-cause table.
+// writeCauseTable writes a Markdown table of rows under the heading first
+// and one column per cause column.
+func writeCauseTable(b *bytes.Buffer, first string, cols []causeColumn, rows []Row) {
+	b.WriteString("| " + first + " |")
+	for _, c := range cols {
+		b.WriteString(" " + mdEscape(c.title) + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(cols)) + "\n")
+	for _, row := range rows {
+		b.WriteString("| " + mdEscape(row.Label) + " |")
+		for _, c := range row.Cells {
+			b.WriteString(" " + mdEscape(c) + " |")
+		}
+		b.WriteString("\n")
+	}
+}
+
 type causeColumn struct {
 	title string
 	p     *Prediction
