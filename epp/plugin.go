@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/eppsim/eppsim/internal/memo"
 )
 
 // Plugin is implemented by every EPP plugin.
@@ -150,6 +152,22 @@ type KVEvent struct {
 	// BlockHashes (nil when no block has any): multimodal identifiers and,
 	// on a request's first block, its cache salt (vllm-engine.md A.1).
 	ExtraKeys [][]string
+	// Origin is the simulator's, not part of vLLM's event (zero when
+	// unknown): where TokenIDs come from.
+	Origin TokenOrigin
+}
+
+// TokenOrigin says that a BlockStored's TokenIDs are
+// Prompt[Offset:Offset+len(TokenIDs)], the same array, where Prompt is the
+// ServerPromptTokens of the routed request whose Memo is Memo and whose
+// cache salt is CacheSalt. A consumer may then reuse what it memoized for
+// that prompt (the precise producer's request keys) instead of hashing
+// the same tokens again; the values are the same by construction.
+type TokenOrigin struct {
+	Memo      *memo.Memo
+	Prompt    []uint32
+	Offset    int
+	CacheSalt string
 }
 
 // NotSimulated is implemented by plugins eppsim accepts in a configuration

@@ -385,8 +385,9 @@ func (e *Engine) cacheFullBlocks(r *Request, numTokens int) {
 			parent = r.hashes[first-1]
 		}
 		var toks []uint32
+		var origin *Request
 		if full*bs <= len(r.Prompt) {
-			toks = r.Prompt[first*bs : full*bs]
+			toks, origin = r.Prompt[first*bs:full*bs], r
 		} else {
 			toks = make([]uint32, 0, (full-first)*bs)
 			for j := first * bs; j < full*bs; j++ {
@@ -398,7 +399,7 @@ func (e *Engine) cacheFullBlocks(r *Request, numTokens int) {
 			extra = make([][]string, full)
 			extra[0] = []string{r.CacheSalt}
 		}
-		e.events.stored(slices.Clone(r.hashes[first:full]), parent, first > 0, toks, bs, extra)
+		e.events.stored(slices.Clone(r.hashes[first:full]), parent, first > 0, toks, bs, extra, origin, first*bs)
 	}
 	r.numCachedBlocks = full
 }

@@ -338,9 +338,9 @@ func TestKVEventSequence(t *testing.T) {
 	// B needs 3 blocks: pops 3, 4, then 2 (A's 2nd block): BlockRemoved.
 	// B stores its 3 full blocks in one event.
 	want := []Event{
-		{Kind: BlockStored, BlockHashes: a.hashes[:2], TokenIDs: seq(0, 32), BlockSize: 16},
+		{Kind: BlockStored, BlockHashes: a.hashes[:2], TokenIDs: seq(0, 32), BlockSize: 16, Origin: a},
 		{Kind: BlockRemoved, BlockHashes: []uint64{a.hashes[1]}},
-		{Kind: BlockStored, BlockHashes: b.hashes[:3], TokenIDs: seq(100, 48), BlockSize: 16},
+		{Kind: BlockStored, BlockHashes: b.hashes[:3], TokenIDs: seq(100, 48), BlockSize: 16, Origin: b},
 	}
 	if len(rec.events) != len(want) {
 		t.Fatalf("got %d events: %+v", len(rec.events), rec.events)
@@ -348,9 +348,10 @@ func TestKVEventSequence(t *testing.T) {
 	for i, w := range want {
 		g := rec.events[i]
 		if g.Kind != w.Kind || !slices.Equal(g.BlockHashes, w.BlockHashes) || !slices.Equal(g.TokenIDs, w.TokenIDs) ||
-			g.HasParent != w.HasParent || g.BlockSize != w.BlockSize {
+			g.HasParent != w.HasParent || g.BlockSize != w.BlockSize || g.Origin != w.Origin || g.PromptOffset != w.PromptOffset {
 			t.Fatalf("event %d = %+v, want %+v", i, g, w)
 		}
+		checkOrigin(t, g)
 	}
 	// Decode tokens fill and cache blocks too, with the parent set.
 	rec.events = nil
@@ -360,9 +361,37 @@ func TestKVEventSequence(t *testing.T) {
 	c2.drain()
 	// 20 + 13 KV-computed tokens = 33 -> 2 full blocks: block 0 at the
 	// prefill, block 1 when the decode reaches token 32.
+	// Only the first event's tokens are the prompt's.
 	if len(rec2.events) != 2 || !rec2.events[1].HasParent || rec2.events[1].ParentHash != d.hashes[0] ||
-		!slices.Equal(rec2.events[1].TokenIDs, cat(seq(16, 4), d.generated[:12])) {
+		!slices.Equal(rec2.events[1].TokenIDs, cat(seq(16, 4), d.generated[:12])) ||
+		rec2.events[0].Origin != d || rec2.events[1].Origin != nil {
 		t.Fatalf("decode events %+v", rec2.events)
+	}
+	checkOrigin(t, rec2.events[0])
+	// A prompt prefilled in chunks of 16 tokens: one event per chunk, each
+	// at its offset in the prompt.
+	e3, rec3 := newTestEngine(t, 16, 16, 16)
+	c3 := &clock{t: t, e: e3}
+	p := c3.add(&Request{ID: 4, Prompt: seq(0, 40), OutputLen: 1})
+	c3.drain()
+	if len(rec3.events) != 2 {
+		t.Fatalf("chunked prefill events %+v", rec3.events)
+	}
+	for i, ev := range rec3.events {
+		if ev.Origin != p || ev.PromptOffset != 16*i || !slices.Equal(ev.TokenIDs, seq(16*i, 16)) {
+			t.Fatalf("chunked prefill event %d = %+v", i, ev)
+		}
+		checkOrigin(t, ev)
+	}
+}
+
+// checkOrigin: an event with an Origin has tokens that are that request's
+// prompt at PromptOffset, the same array.
+func checkOrigin(t *testing.T, ev Event) {
+	t.Helper()
+	if o := ev.Origin; o != nil && (len(ev.TokenIDs) == 0 || ev.PromptOffset+len(ev.TokenIDs) > len(o.Prompt) ||
+		&o.Prompt[ev.PromptOffset] != &ev.TokenIDs[0]) {
+		t.Fatalf("event %+v: tokens are not the origin's prompt at offset %d", ev, ev.PromptOffset)
 	}
 }
 

@@ -42,6 +42,14 @@ type Event struct {
 	// the EPP treats a missing medium as GPU) and MediumCPU for the CPU
 	// tier (pd-offload.md B.8).
 	Medium string
+	// Origin is not part of vLLM's event: on a BlockStored whose TokenIDs
+	// are a slice of a request's prompt, it is that request, and the
+	// tokens are Origin.Prompt[PromptOffset:PromptOffset+len(TokenIDs)],
+	// the same array. Nil otherwise (blocks holding output tokens, the CPU
+	// tier). A subscriber may use it to find what it computed from the
+	// same tokens before; it must not change the request.
+	Origin       *Request
+	PromptOffset int
 }
 
 // MediumCPU is the medium of the CPU tier's events (pd-offload.md B.8).
@@ -72,11 +80,14 @@ type eventLog struct {
 // removedChunk is the size of the arrays behind removedHashes.
 const removedChunk = 1024
 
-func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, bs int, extra [][]string) {
+// stored queues a BlockStored; origin and offset are Event.Origin and
+// Event.PromptOffset.
+func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, bs int, extra [][]string, origin *Request, offset int) {
 	if l == nil || !l.enabled {
 		return
 	}
-	l.buf = append(l.buf, Event{Kind: BlockStored, BlockHashes: hashes, ParentHash: parent, HasParent: hasParent, TokenIDs: tokens, BlockSize: bs, ExtraKeys: extra})
+	l.buf = append(l.buf, Event{Kind: BlockStored, BlockHashes: hashes, ParentHash: parent, HasParent: hasParent, TokenIDs: tokens, BlockSize: bs, ExtraKeys: extra,
+		Origin: origin, PromptOffset: offset})
 }
 
 func (l *eventLog) removed(h uint64) {

@@ -54,9 +54,11 @@ func runRecords(t *testing.T, spec *Spec, configs []string, opts FeedOptions) []
 // feed share: every configuration that applies, run together on requests
 // whose memo a Preparer filled on the feed's goroutine (the body check,
 // estimate tokens, approximate prefix hashes, precise block keys and engine hash chains
-// computed once), must give exactly the records and summary of the same
-// configuration computing everything itself (no memo), on builtin chat, an
-// OpenAI trace and synthesized Mooncake and Alibaba hash-id traces.
+// computed once, and the precise indexer's keys of KV events whose tokens
+// are a routed prompt's, taken from the memo instead of hashed again),
+// must give exactly the records and summary of the same configuration
+// computing everything itself (no memo), on builtin chat, an OpenAI trace
+// and synthesized Mooncake and Alibaba hash-id traces.
 func TestPreparedRunsMatch(t *testing.T) {
 	dir := t.TempDir()
 	mooncake := filepath.Join(dir, "mooncake.jsonl")

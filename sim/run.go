@@ -385,10 +385,27 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 	}
 	for _, ev := range batch {
 		out = append(out, epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
-			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys, Medium: ev.Medium})
+			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys, Medium: ev.Medium,
+			Origin: r.tokenOrigin(&ev)})
 	}
 	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})
 	r.at(now+r.opts.KVEventLag, evKV, slot)
+}
+
+// tokenOrigin is the epp.TokenOrigin of a replica event whose tokens are a
+// request's prompt: the routed request's memo and prompt (the replica's
+// request shares the workload request's token array). The zero value when
+// the event has no origin or its request is no longer in flight.
+func (r *runner) tokenOrigin(ev *replica.Event) epp.TokenOrigin {
+	rr := ev.Origin
+	if rr == nil {
+		return epp.TokenOrigin{}
+	}
+	slot, ok := r.slotByID[rr.ID]
+	if !ok || r.flights[slot] == nil || r.flights[slot].wr.Memo == nil {
+		return epp.TokenOrigin{}
+	}
+	return epp.TokenOrigin{Memo: r.flights[slot].wr.Memo, Prompt: rr.Prompt, Offset: ev.PromptOffset, CacheSalt: rr.CacheSalt}
 }
 
 type runner struct {

@@ -7,7 +7,10 @@
 // another package's.
 package memo
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // A Memo holds the values computed for one object, by key. The zero Memo
 // is empty; a nil *Memo memoizes nothing (Do calls f every time). It is
@@ -26,6 +29,7 @@ type cell struct {
 type result struct {
 	once sync.Once
 	v    any
+	done atomic.Bool // v is set: Peek may read it
 }
 
 // Do returns the value memoized for key, computing it with f the first
@@ -48,7 +52,10 @@ func (m *Memo) Do(key any, f func() any) any {
 		m.cells = append(m.cells, cell{key, r})
 	}
 	m.mu.Unlock()
-	r.once.Do(func() { r.v = f() })
+	r.once.Do(func() {
+		r.v = f()
+		r.done.Store(true)
+	})
 	return r.v
 }
 
@@ -84,4 +91,27 @@ func Get[T any](m *Memo, key any, f func() T) T {
 	}
 	v, _ := m.Do(key, func() any { return f() }).(T) // a nil interface value is T's zero value
 	return v
+}
+
+// Peek returns the value memoized for key if Do has finished computing
+// it, without computing it or waiting for a computation under way; ok is
+// false otherwise, or when the value is not a T.
+func Peek[T any](m *Memo, key any) (v T, ok bool) {
+	if m == nil {
+		return v, false
+	}
+	var r *result
+	m.mu.Lock()
+	for i := range m.cells {
+		if m.cells[i].key == key {
+			r = m.cells[i].r
+			break
+		}
+	}
+	m.mu.Unlock()
+	if r == nil || !r.done.Load() {
+		return v, false
+	}
+	v, ok = r.v.(T)
+	return v, ok
 }

@@ -43,3 +43,37 @@ func TestMemo(t *testing.T) {
 		t.Errorf("a nil memo computed %d times, want 3", n)
 	}
 }
+
+// TestPeek: Peek sees a value only once Do has finished computing it,
+// never computes, never waits for a computation under way, and checks the
+// value's type.
+func TestPeek(t *testing.T) {
+	var m Memo
+	if _, ok := Peek[int](&m, keyA{1}); ok {
+		t.Error("Peek of a key never computed: ok")
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		Get(&m, keyA{1}, func() int { close(started); <-release; return 7 })
+		close(done)
+	}()
+	<-started
+	if _, ok := Peek[int](&m, keyA{1}); ok {
+		t.Error("Peek during the computation: ok")
+	}
+	close(release)
+	<-done
+	if v, ok := Peek[int](&m, keyA{1}); !ok || v != 7 {
+		t.Errorf("Peek after the computation: %d, %v; want 7, true", v, ok)
+	}
+	if _, ok := Peek[string](&m, keyA{1}); ok {
+		t.Error("Peek as the wrong type: ok")
+	}
+	if _, ok := Peek[int](&m, keyB{1}); ok {
+		t.Error("Peek of another key type: ok")
+	}
+	if _, ok := Peek[int](nil, keyA{1}); ok {
+		t.Error("Peek on a nil Memo: ok")
+	}
+}

@@ -181,7 +181,10 @@ func (x *Indexer) blockStored(pod, model string, ev *epp.KVEvent) {
 		model = ev.LoraName
 	}
 	x.touchStored(ent, ev.BlockHashes)
-	rks := x.hasher.Keys(parent, ev.TokenIDs, model, x.realign(ev))
+	rks := x.originKeys(ev, parent, model)
+	if rks == nil {
+		rks = x.hasher.Keys(parent, ev.TokenIDs, model, x.realign(ev))
+	}
 	if len(rks) == 0 {
 		// Location-only event (no tokens, e.g. an offload to CPU): resolve
 		// the engine keys already mapped and add this tier.
@@ -205,6 +208,43 @@ func (x *Indexer) blockStored(pod, model string, ev *epp.KVEvent) {
 	}
 	x.index.add(ev.BlockHashes, rks, []entry{ent})
 	x.trackStore(ent, ev.BlockHashes)
+}
+
+// originKeys returns the request keys of a BlockStored whose tokens are a
+// routed request's prompt (ev.Origin) when routing already computed them:
+// the slice of the prompt's keys in the request's memo (RequestKeysShared)
+// that hashing the event's tokens from parent would give. They are the
+// same values by construction when the memoized keys were computed by this
+// hasher's parameters for this model over the same token array, the event
+// starts at a block boundary of the prompt, it carries no extra keys, and
+// the chain before it is the same: parent is the prompt's key of the block
+// before (or, at the prompt's first block, parent is 0 and the request has
+// no cache salt, whose key block 0 would carry). Otherwise, or when the
+// memo does not hold the keys yet, it returns nil and the caller hashes.
+// The result is shared: it must not be changed.
+func (x *Indexer) originKeys(ev *epp.KVEvent, parent uint64, model string) []uint64 {
+	o := &ev.Origin
+	h := x.hasher
+	bs := h.blockSize
+	if o.Memo == nil || len(ev.ExtraKeys) != 0 || len(ev.TokenIDs) < bs || o.Offset%bs != 0 ||
+		o.Offset+len(ev.TokenIDs) > len(o.Prompt) || &o.Prompt[o.Offset] != &ev.TokenIDs[0] {
+		return nil
+	}
+	j := o.Offset / bs
+	if j == 0 && (parent != 0 || o.CacheSalt != "") {
+		return nil
+	}
+	key := requestKeysKey{blockSize: bs, xxh: h.xxh, init: h.init, model: model, salt: o.CacheSalt, prompt: &o.Prompt[0], n: len(o.Prompt)}
+	perPrompt, ok := memo.Peek[[][]uint64](o.Memo, key)
+	if !ok || len(perPrompt) != 1 {
+		return nil
+	}
+	keys := perPrompt[0]
+	n := len(ev.TokenIDs) / bs
+	if j+n > len(keys) || (j > 0 && keys[j-1] != parent) {
+		return nil
+	}
+	return keys[j : j+n : j+n]
 }
 
 // realign maps an event's per-engine-block extra keys onto the indexer's

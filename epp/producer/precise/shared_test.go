@@ -74,3 +74,85 @@ func TestRequestKeysShared(t *testing.T) {
 		t.Fatal("several prompts were memoized")
 	}
 }
+
+// TestOriginKeys: a BlockStored whose tokens are a routed prompt's (Origin)
+// gets the keys routing memoized, sliced from the memo's own array, and
+// exactly those that hashing the event's tokens gives; every condition
+// under which the two could differ, or the memo has nothing, sends the
+// event to the hasher (nil).
+func TestOriginKeys(t *testing.T) {
+	prompt := make([]uint32, 150) // 9 full blocks of 16, 2 of 64
+	for i := range prompt {
+		prompt[i] = uint32(i*104729) % 128000
+	}
+	indexer := func(bs int) *Indexer {
+		h, err := NewHasher(bs, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix, err := NewIndex(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewIndexer(h, ix, nil, 1)
+	}
+	x16, x64 := indexer(16), indexer(64)
+	// Routing: one request without a salt, one with.
+	var plain, salted, unrouted memo.Memo
+	keys := x16.RequestKeysShared(&plain, "m", &epp.TokenizedRequest{Prompts: [][]uint32{prompt}})[0]
+	keys64 := x64.RequestKeysShared(&plain, "m", &epp.TokenizedRequest{Prompts: [][]uint32{prompt}})[0]
+	saltKeys := x16.RequestKeysShared(&salted, "m", &epp.TokenizedRequest{Prompts: [][]uint32{prompt}, CacheSalt: "s"})[0]
+	copied := slices.Clone(prompt)
+
+	type tc struct {
+		name   string
+		x      *Indexer
+		toks   []uint32
+		origin epp.TokenOrigin
+		parent uint64
+		model  string
+		extra  [][]string
+		from   []uint64 // the memoized keys the result must be sliced from; nil: not reused
+		at     int      // index of the result's first key in from
+	}
+	org := func(m *memo.Memo, off int, salt string) epp.TokenOrigin {
+		return epp.TokenOrigin{Memo: m, Prompt: prompt, Offset: off, CacheSalt: salt}
+	}
+	cases := []tc{
+		{name: "first blocks", x: x16, toks: prompt[:48], origin: org(&plain, 0, ""), model: "m", from: keys, at: 0},
+		{name: "later blocks", x: x16, toks: prompt[32:144], origin: org(&plain, 32, ""), parent: keys[1], model: "m", from: keys, at: 2},
+		{name: "trailing partial block ignored", x: x16, toks: prompt[128:150], origin: org(&plain, 128, ""), parent: keys[7], model: "m", from: keys, at: 8},
+		{name: "router blocks of 64", x: x64, toks: prompt[64:128], origin: org(&plain, 64, ""), parent: keys64[0], model: "m", from: keys64, at: 1},
+		{name: "salted request past block 0", x: x16, toks: prompt[16:64], origin: org(&salted, 16, "s"), parent: saltKeys[0], model: "m", from: saltKeys, at: 1},
+		{name: "another chain before", x: x16, toks: prompt[32:64], origin: org(&plain, 32, ""), parent: keys[0], model: "m"},
+		{name: "no parent past block 0", x: x16, toks: prompt[32:64], origin: org(&plain, 32, ""), model: "m"},
+		{name: "a parent at block 0", x: x16, toks: prompt[:32], origin: org(&plain, 0, ""), parent: keys[3], model: "m"},
+		{name: "salted request at block 0", x: x16, toks: prompt[:32], origin: org(&salted, 0, "s"), model: "m"},
+		{name: "salt the memo lacks", x: x16, toks: prompt[:32], origin: org(&plain, 0, "t"), model: "m"},
+		{name: "off a router block boundary", x: x64, toks: prompt[16:144], origin: org(&plain, 16, ""), parent: keys[0], model: "m"},
+		{name: "off a router block boundary past block 0", x: x64, toks: prompt[80:144], origin: org(&plain, 80, ""), parent: keys64[0], model: "m"},
+		{name: "another model", x: x16, toks: prompt[:32], origin: org(&plain, 0, ""), model: "lora"},
+		{name: "extra keys", x: x16, toks: prompt[:32], origin: org(&plain, 0, ""), model: "m", extra: [][]string{{"img"}}},
+		{name: "tokens copied", x: x16, toks: copied[:32], origin: org(&plain, 0, ""), model: "m"},
+		{name: "offset not the tokens'", x: x16, toks: prompt[16:48], origin: org(&plain, 0, ""), model: "m"},
+		{name: "not routed yet", x: x16, toks: prompt[:32], origin: org(&unrouted, 0, ""), model: "m"},
+		{name: "no origin", x: x16, toks: prompt[:32], model: "m"},
+		{name: "fewer tokens than a block", x: x64, toks: prompt[:48], origin: org(&plain, 0, ""), model: "m"},
+	}
+	for _, c := range cases {
+		ev := &epp.KVEvent{Kind: epp.BlockStored, TokenIDs: c.toks, BlockSize: 16, ExtraKeys: c.extra, Origin: c.origin}
+		got := c.x.originKeys(ev, c.parent, c.model)
+		if c.from == nil {
+			if got != nil {
+				t.Errorf("%s: reused %v, want nil", c.name, got)
+			}
+			continue
+		}
+		want := c.x.hasher.Keys(c.parent, c.toks, c.model, c.x.realign(ev))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: keys %v, want the hashed %v", c.name, got, want)
+		} else if len(got) == 0 || &got[0] != &c.from[c.at] || cap(got) != len(got) {
+			t.Errorf("%s: keys not sliced from the memo at %d with a closed capacity", c.name, c.at)
+		}
+	}
+}
