@@ -228,7 +228,7 @@ var (
 	underCauseText = map[string]string{
 		CauseEvictionUnseen:   "evictions the index did not see",
 		CauseGranularity:      "block granularity (router blocks vs engine blocks)",
-		CauseIndexMissed:      "cached blocks the index did not know (index capacity or lag)",
+		CauseIndexMissed:      "cached blocks the index never learned (answers' decode blocks, index capacity, lag)",
 		CauseSchedulingChange: "prefixes computed while the request waited",
 	}
 )

@@ -154,7 +154,7 @@ func TestPredictionSentence(t *testing.T) {
 	p.UnderPredictedTokens = 0.08
 	want = "default, approximate producer: 31.2% of its predicted tokens were not in the cache (over-prediction) and 8.0% of the true reuse " +
 		"was not predicted; 97.8% of the over-prediction: evictions the index did not see; 70.0% of the under-prediction: cached blocks the " +
-		"index did not know (index capacity or lag)."
+		"index never learned (answers' decode blocks, index capacity, lag)."
 	if got := predictionSentence("default", "approximate producer", p); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

@@ -240,7 +240,7 @@ var causeOrder = []string{CauseEvictionUnseen, CauseIndexMissed, CauseGranularit
 // causeLabel names a cause in the error-by-cause table.
 var causeLabel = map[string]string{
 	CauseEvictionUnseen:   "evictions the index did not see (eviction_unseen)",
-	CauseIndexMissed:      "blocks the index did not know: capacity mismatch, lag (index_missed)",
+	CauseIndexMissed:      "blocks the index did not know: answers' decode blocks, capacity mismatch, lag (index_missed)",
 	CauseGranularity:      "granularity: router vs engine blocks (granularity)",
 	CauseSchedulingChange: "cache changed between routing and scheduling (routing_vs_scheduling_change)",
 }
