@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -125,11 +126,26 @@ func (e EPP) Load(seed uint64) (*Loaded, error) {
 		l, err = config.Load([]byte(src), opts)
 	default:
 		l, err = config.LoadFile(e.Source, opts)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w (%s)", err, builtinHint(e.Source))
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return &Loaded{Loaded: l, baseline: isBaseline && e.YAML == nil, source: e.Source}, nil
+}
+
+// builtinHint tells a user whose --epp-config names no file what the
+// built-in configs are, and which one src looks like a misspelling of.
+func builtinHint(src string) string {
+	names := append(slices.Sorted(maps.Keys(baselines)), "default")
+	slices.Sort(names)
+	hint := "nor a built-in config: " + strings.Join(names, ", ")
+	if best := config.ClosestName(src, names, 3); best != "" {
+		hint += `; did you mean "` + best + `"?`
+	}
+	return hint
 }
 
 // Loaded is a loaded EPP configuration.
