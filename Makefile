@@ -64,11 +64,7 @@ bench:
 
 ## fuzz: a short run of every fuzz target (one package at a time, as go test requires).
 fuzz:
-	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
-	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; \
-	done
+	GO=$(GO) FUZZTIME=$(FUZZTIME) .ci/fuzz
 
 ## regress: eppsim's own regression gate (docs/ci.md). Runs the pinned
 ## scenarios of testdata/regress/scenarios.yaml and compares every field
