@@ -8,6 +8,21 @@ import (
 	"github.com/eppsim/eppsim/internal/memo"
 )
 
+// newTestIndexer is an indexer with a fresh unbounded index and these
+// hasher settings.
+func newTestIndexer(t *testing.T, bs int, seed, algo string) *Indexer {
+	t.Helper()
+	h, err := NewHasher(bs, seed, algo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := NewIndex(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewIndexer(h, ix, nil, 1)
+}
+
 // TestRequestKeysShared: the memoized keys are RequestKeys' exactly, are
 // computed once per request and token processor settings (another indexer
 // with the same settings finds them), and differ with the settings, the
@@ -18,17 +33,7 @@ func TestRequestKeysShared(t *testing.T) {
 	for i := range tokens {
 		tokens[i] = uint32(i*7919) % 128000
 	}
-	indexer := func(bs int, seed, algo string) *Indexer {
-		h, err := NewHasher(bs, seed, algo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ix, err := NewIndex(0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return NewIndexer(h, ix, nil, 1)
-	}
+	indexer := func(bs int, seed, algo string) *Indexer { return newTestIndexer(t, bs, seed, algo) }
 	var m memo.Memo
 	tr := &epp.TokenizedRequest{Prompts: [][]uint32{tokens}, CacheSalt: "s"}
 	a, b := indexer(16, "", ""), indexer(16, "", "")
@@ -85,18 +90,7 @@ func TestOriginKeys(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = uint32(i*104729) % 128000
 	}
-	indexer := func(bs int) *Indexer {
-		h, err := NewHasher(bs, "", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ix, err := NewIndex(0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return NewIndexer(h, ix, nil, 1)
-	}
-	x16, x64 := indexer(16), indexer(64)
+	x16, x64 := newTestIndexer(t, 16, "", ""), newTestIndexer(t, 64, "", "")
 	// Routing: one request without a salt, one with.
 	var plain, salted, unrouted memo.Memo
 	keys := x16.RequestKeysShared(&plain, "m", &epp.TokenizedRequest{Prompts: [][]uint32{prompt}})[0]
