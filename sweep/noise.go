@@ -109,6 +109,31 @@ func switchedOffNote(scorers []string) string {
 	return "the best point switches off " + strings.Join(scorers, ", ") + " (weight 0): it routes without that scorer"
 }
 
+// tieNote says which feasible points share the best point's first
+// objective exactly (a one-seed sweep): the best is then not better than
+// they are, only first by the tie-break (the other objectives, then the
+// lowest index).
+func (r *Results) tieNote(unit string) string {
+	o := r.Objectives[0]
+	var tied []string
+	for i := range r.Points {
+		p := &r.Points[i]
+		if p.Feasible && p.Index != r.Best.Index && o.signed(p.Objectives[0]) == o.signed(r.Best.Objectives[0]) {
+			tied = append(tied, strconv.Itoa(p.Index))
+		}
+	}
+	points, verb := "point ", "reaches"
+	if len(tied) > 1 {
+		points, verb = "points ", "reach"
+	}
+	breaker := "the lowest index"
+	if len(r.Objectives) > 1 {
+		breaker = "the other objectives, then the lowest index"
+	}
+	return fmt.Sprintf("no improvement: %s%s %s the same %s (%s %s) on one seed; the best is first among them by %s",
+		points, strings.Join(tied, ", "), verb, o.Metric.Path, fmtShortNum(r.Best.Objectives[0]), unit, breaker)
+}
+
 // sweepNoise states the seed noise of a sweep's best point. Without a
 // seed dimension every point ran one seed: the best point's margin over
 // the next best feasible point is unverified. With one, points are
@@ -137,8 +162,12 @@ func (r *Results) sweepNoise() *Noise {
 				Note: "one feasible point: nothing to compare; every point ran one seed"}
 		}
 		d := o.signed(next.Objectives[0]) - o.signed(r.Best.Objectives[0])
-		return pairedNoise([]float64{d}, "the next best point ("+strconv.Itoa(next.Index)+")", unit,
+		n := pairedNoise([]float64{d}, "the next best point ("+strconv.Itoa(next.Index)+")", unit,
 			"every point ran one seed; add --vary seed=1,2,3 to measure it")
+		if d == 0 {
+			n.Note = r.tieNote(unit)
+		}
+		return n
 	}
 	// Group by setting: the values without the seed.
 	type setting struct {

@@ -57,6 +57,21 @@ func TestSweepNoise(t *testing.T) {
 		"every point ran one seed; add --vary seed=1,2,3 to measure it" {
 		t.Fatalf("%+v", n)
 	}
+	// Exact ties with the best (80 ms): points 2 and 3 reach it too; the
+	// best, point 1, is first among them by index. With one tied point the
+	// note says "point".
+	tied := &Results{Objectives: []Objective{o}, Spec: r.Spec,
+		Points: []PointResult{pt(0, 100, "3"), pt(1, 80, "0"), pt(2, 80, "1"), pt(3, 80, "2"), {Index: 4, Objectives: []float64{80}}}}
+	tied.Best = &tied.Points[1]
+	if n := tied.sweepNoise(); n.Mean != 0 || n.Note != "no improvement: points 2, 3 reach the same latency_ms.ttft.p99 (80 ms) on one seed; "+
+		"the best is first among them by the lowest index" {
+		t.Fatalf("ties: %+v", n)
+	}
+	tied.Points = tied.Points[:3]
+	if n := tied.sweepNoise(); n.Note != "no improvement: point 2 reaches the same latency_ms.ttft.p99 (80 ms) on one seed; "+
+		"the best is first among them by the lowest index" {
+		t.Fatalf("one tie: %+v", n)
+	}
 	if got := switchedOff(r.Spec.Dims, r.Best.Values); !slices.Equal(got, []string{"prefix-cache-scorer"}) {
 		t.Fatalf("switched off %v", got)
 	}
