@@ -82,7 +82,16 @@ type OffloadConfig struct {
 // t = t_job + n·block_bytes/BW per rank, the ranks in parallel). GB/s is
 // bytes per ns.
 func (o *OffloadConfig) copyTime(n int) int64 {
-	t := o.JobOverheadUs*1e3 + float64(n)*float64(o.BlockBytesPerRank)/o.PCIeGBps
+	return transferNs(o.JobOverheadUs, n, o.BlockBytesPerRank, o.PCIeGBps)
+}
+
+// transferNs is the duration in ns, at least 1, of moving n blocks of
+// bytesPerRank bytes each over one link per rank, the ranks in parallel:
+// a fixed cost of fixedUs µs plus n·bytesPerRank/gbps (GB/s is bytes per
+// ns). Both of the engine's copies have this form: the CPU tier's
+// (pd-offload.md C.3) and the P/D read (A.8).
+func transferNs(fixedUs float64, n int, bytesPerRank int64, gbps float64) int64 {
+	t := fixedUs*1e3 + float64(n)*float64(bytesPerRank)/gbps
 	return max(int64(math.Round(t)), 1)
 }
 

@@ -40,8 +40,7 @@ type KVTransferConfig struct {
 // TransferTime is the duration in ns of a read of n blocks once the
 // handshake is done: t_base + n·block_bytes_per_rank / BW (A.8).
 func (k *KVTransferConfig) TransferTime(n int) int64 {
-	t := k.BaseUs*1e3 + float64(n)*float64(k.BlockBytesPerRank)/k.BandwidthGBps
-	return max(int64(math.Round(t)), 1)
+	return transferNs(k.BaseUs, n, k.BlockBytesPerRank, k.BandwidthGBps)
 }
 
 func (k *KVTransferConfig) validate() error {

@@ -79,23 +79,6 @@ func TestOffloadConservationAndDeterminism(t *testing.T) {
 	}
 }
 
-// A precise producer at the engine's 16-token blocks with the default tier
-// weights (gpu 1.0, cpu 0.8).
-const preciseTierConfig = `apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: token-producer
-  parameters: {modelName: m}
-- type: precise-prefix-cache-producer
-  parameters: {tokenProcessorConfig: {blockSize: 16}}
-- type: prefix-cache-scorer
-  parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
-schedulingProfiles:
-- name: default
-  plugins:
-  - pluginRef: prefix-cache-scorer
-`
-
 func TestOffloadCPUEventsScoredWithTierWeights(t *testing.T) {
 	// One replica with 130 GPU blocks (129 usable) and a 512-block CPU
 	// tier. P0 (1,024 tokens, 64 blocks) is computed and offloaded; its
@@ -104,7 +87,7 @@ func TestOffloadCPUEventsScoredWithTierWeights(t *testing.T) {
 	// takes every GPU block, evicting P0 there; P0's third visit finds it
 	// on the CPU tier only: 64 keys × 0.8 = 51.2, matchBlocks 51, precise
 	// 51/64; all 1,023 reused tokens come from the CPU tier.
-	loaded, err := config.Load([]byte(preciseTierConfig), config.Options{Registry: plugins.Builtin(), Seed: 1})
+	loaded, err := config.Load(preciseConfig(16), config.Options{Registry: plugins.Builtin(), Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,25 +9,28 @@ import (
 	"github.com/eppsim/eppsim/workload"
 )
 
-// A precise (KV-event) producer at 64-token blocks over 16-token engine
-// blocks, with the server's own tokens.
-const preciseConfig = `apiVersion: llm-d.ai/v1alpha1
+// preciseConfig is a precise (KV-event) producer at blockSize-token
+// blocks over the engine's 16-token blocks, with the server's own tokens
+// and the default tier weights (gpu 1.0, cpu 0.8), scored alone.
+func preciseConfig(blockSize int) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
 plugins:
 - type: token-producer
   parameters: {modelName: m}
 - type: precise-prefix-cache-producer
-  parameters: {tokenProcessorConfig: {blockSize: 64}}
+  parameters: {tokenProcessorConfig: {blockSize: %d}}
 - type: prefix-cache-scorer
   parameters: {prefixMatchInfoProducerName: precise-prefix-cache-producer}
 schedulingProfiles:
 - name: default
   plugins:
   - pluginRef: prefix-cache-scorer
-`
+`, blockSize))
+}
 
 func TestRunPreciseProducerHonoursCacheSalt(t *testing.T) {
-	loaded, err := config.Load([]byte(preciseConfig), config.Options{Registry: plugins.Builtin(), Seed: 1})
+	loaded, err := config.Load(preciseConfig(64), config.Options{Registry: plugins.Builtin(), Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
