@@ -753,9 +753,7 @@ func (r *runner) Fire(now int64, a uint64) {
 	case evPrefill:
 		r.deliverPrefill(now, idx)
 	case evNotify:
-		rel := r.releases[idx]
-		r.releases[idx] = release{}
-		r.freeRel = append(r.freeRel, idx)
+		rel := takeSlot(r.releases, &r.freeRel, idx)
 		r.fleet[rel.replica].eng.Release(rel.rr)
 		// Freed blocks may let the prefill pod admit what waits for them.
 		r.kick(now, rel.replica)
@@ -774,9 +772,7 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.gpuTick(now)
 		return
 	case evKV:
-		b := r.kv[idx]
-		r.kv[idx] = kvBatch{}
-		r.freeKV = append(r.freeKV, idx)
+		b := takeSlot(r.kv, &r.freeKV, idx)
 		r.router.HandleKVEvents(&epp.Cycle{Now: now}, r.fleet[b.replica].spec.Address, b.batch)
 		// Consumers keep nothing of the batch slice (epp.KVEventConsumer),
 		// so it carries a later batch.
@@ -819,34 +815,40 @@ func (r *runner) inFlight(id int64) bool {
 }
 
 func (r *runner) newFlight(f *flight) int {
-	i := len(r.flights)
-	if n := len(r.freeF); n > 0 {
-		i = r.freeF[n-1]
-		r.freeF = r.freeF[:n-1]
-		r.flights[i] = f
-	} else {
-		r.flights = append(r.flights, f)
-	}
+	i := putSlot(&r.flights, &r.freeF, f)
 	r.slotByID[f.wr.ID] = i
 	return i
 }
 
 // dropFlight releases a flight's slot.
 func (r *runner) dropFlight(slot int) {
-	delete(r.slotByID, r.flights[slot].wr.ID)
-	r.flights[slot] = nil
-	r.freeF = append(r.freeF, slot)
+	delete(r.slotByID, takeSlot(r.flights, &r.freeF, slot).wr.ID)
 }
 
-func (r *runner) kvSlot(b kvBatch) int {
-	if n := len(r.freeKV); n > 0 {
-		i := r.freeKV[n-1]
-		r.freeKV = r.freeKV[:n-1]
-		r.kv[i] = b
+func (r *runner) kvSlot(b kvBatch) int { return putSlot(&r.kv, &r.freeKV, b) }
+
+// putSlot stores v in a free slot of items (the last one freed), or in a
+// new one, and returns its index: the tables of in-flight requests,
+// pending P/D releases and KV batches, whose events carry the index.
+func putSlot[T any](items *[]T, free *[]int, v T) int {
+	if n := len(*free); n > 0 {
+		i := (*free)[n-1]
+		*free = (*free)[:n-1]
+		(*items)[i] = v
 		return i
 	}
-	r.kv = append(r.kv, b)
-	return len(r.kv) - 1
+	*items = append(*items, v)
+	return len(*items) - 1
+}
+
+// takeSlot returns items[i] and frees its slot, zeroing it so that it
+// holds nothing alive.
+func takeSlot[T any](items []T, free *[]int, i int) T {
+	v := items[i]
+	var zero T
+	items[i] = zero
+	*free = append(*free, i)
+	return v
 }
 
 // route is a request reaching the EPP (director order, epp.md §2.1): its
@@ -1158,10 +1160,7 @@ func (r *runner) evict(now int64, req *epp.Request) {
 }
 
 // freeSlot releases the slot of a flight no longer listed by ID.
-func (r *runner) freeSlot(slot int) {
-	r.flights[slot] = nil
-	r.freeF = append(r.freeF, slot)
-}
+func (r *runner) freeSlot(slot int) { takeSlot(r.flights, &r.freeF, slot) }
 
 // snapshotOf returns the candidate snapshot named name.
 func snapshotOf(cands []*epp.Endpoint, name string) *epp.Endpoint {
@@ -1228,15 +1227,7 @@ func (r *runner) prefillDone(now int64, i int, f *flight) {
 // leg on its pod (A.4 step 13), d after now.
 func (r *runner) notify(now, d int64, f *flight) {
 	f.notified = true
-	rel := release{replica: f.prefill, rr: f.prr}
-	i := len(r.releases)
-	if n := len(r.freeRel); n > 0 {
-		i = r.freeRel[n-1]
-		r.freeRel = r.freeRel[:n-1]
-		r.releases[i] = rel
-	} else {
-		r.releases = append(r.releases, rel)
-	}
+	i := putSlot(&r.releases, &r.freeRel, release{replica: f.prefill, rr: f.prr})
 	r.at(now+d, evNotify, i)
 }
 
