@@ -17,17 +17,7 @@ func testTransfer(handshakeMs float64) *KVTransferConfig {
 // newPDEngine is a 1 ms-per-step engine (16-token blocks, invariants
 // checked, KV events recorded) that can serve P/D decode legs.
 func newPDEngine(t *testing.T, blocks int, async bool, kv *KVTransferConfig) (*Engine, *timedRecorder) {
-	t.Helper()
-	e, err := NewEngine(Config{
-		BlockSize: 16, NumGPUBlocks: blocks, MaxNumBatchedTokens: 4096, MaxNumSeqs: 16,
-		AsyncScheduling: async, KVEvents: true, CheckInvariants: true, KVTransfer: kv,
-	}, &Linear{StepUs: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &timedRecorder{}
-	e.Subscribe(rec)
-	return e, rec
+	return newTimedEngine(t, Config{NumGPUBlocks: blocks, MaxNumBatchedTokens: 4096, AsyncScheduling: async, KVTransfer: kv})
 }
 
 func prompt(n int, base uint32) []uint32 {

@@ -43,11 +43,16 @@ func testOffload(cpuBlocks int, perBlock int64) *OffloadConfig {
 // newOffloadEngine is newTestEngine (1 ms steps, 16-token blocks,
 // invariants checked) with a CPU tier.
 func newOffloadEngine(t *testing.T, gpuBlocks, budget int, async bool, off *OffloadConfig) (*Engine, *timedRecorder) {
+	return newTimedEngine(t, Config{NumGPUBlocks: gpuBlocks, MaxNumBatchedTokens: budget, AsyncScheduling: async, Offload: off})
+}
+
+// newTimedEngine is an engine of cfg with 1 ms steps, 16-token blocks, at
+// most 16 sequences, invariants checked and its KV events recorded with
+// their times.
+func newTimedEngine(t *testing.T, cfg Config) (*Engine, *timedRecorder) {
 	t.Helper()
-	e, err := NewEngine(Config{
-		BlockSize: 16, NumGPUBlocks: gpuBlocks, MaxNumBatchedTokens: budget, MaxNumSeqs: 16,
-		AsyncScheduling: async, KVEvents: true, CheckInvariants: true, Offload: off,
-	}, &Linear{StepUs: 1000})
+	cfg.BlockSize, cfg.MaxNumSeqs, cfg.KVEvents, cfg.CheckInvariants = 16, 16, true, true
+	e, err := NewEngine(cfg, &Linear{StepUs: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
