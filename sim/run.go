@@ -383,10 +383,11 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 	if n := len(r.spareKV); n > 0 {
 		out, r.spareKV = r.spareKV[n-1], r.spareKV[:n-1]
 	}
-	for _, ev := range batch {
+	for i := range batch {
+		ev := &batch[i]
 		out = append(out, epp.KVEvent{Kind: epp.KVEventKind(ev.Kind), BlockHashes: ev.BlockHashes, ParentBlockHash: ev.ParentHash,
 			HasParent: ev.HasParent, TokenIDs: ev.TokenIDs, BlockSize: ev.BlockSize, ExtraKeys: ev.ExtraKeys, Medium: ev.Medium,
-			Origin: r.tokenOrigin(&ev)})
+			Origin: r.tokenOrigin(ev)})
 	}
 	slot := r.kvSlot(kvBatch{replica: f.idx, batch: out})
 	r.at(now+r.opts.KVEventLag, evKV, slot)
@@ -394,15 +395,16 @@ func (f *fleetReplica) KVEvents(now int64, batch []replica.Event) {
 
 // tokenOrigin is the epp.TokenOrigin of a replica event whose tokens are a
 // request's prompt: the routed request's memo and prompt (the replica's
-// request shares the workload request's token array). The zero value when
-// the event has no origin or its request is no longer in flight.
+// request shares the workload request's token array; a nil Memo makes
+// it unusable). The zero value when the event has no origin or its request
+// is no longer in flight.
 func (r *runner) tokenOrigin(ev *replica.Event) epp.TokenOrigin {
 	rr := ev.Origin
 	if rr == nil {
 		return epp.TokenOrigin{}
 	}
 	slot, ok := r.slotByID[rr.ID]
-	if !ok || r.flights[slot] == nil || r.flights[slot].wr.Memo == nil {
+	if !ok {
 		return epp.TokenOrigin{}
 	}
 	return epp.TokenOrigin{Memo: r.flights[slot].wr.Memo, Prompt: rr.Prompt, Offset: ev.PromptOffset, CacheSalt: rr.CacheSalt}
