@@ -912,16 +912,27 @@ func (r *runner) flowStep(now int64, step epp.FlowStep) {
 	if step.Dispatched == nil {
 		return
 	}
-	slot, ok := r.byReq[step.Dispatched]
+	f, ok := r.leaveQueue(now, step.Dispatched)
 	if !ok {
 		r.fail(fmt.Errorf("sim: flow control dispatched request %s, which it never queued", step.Dispatched.ID))
 		return
 	}
-	delete(r.byReq, step.Dispatched)
+	r.dispatch(now, f)
+}
+
+// leaveQueue takes a request that flow control dispatched or expired out
+// of the queued flights, with the time it waited there; false when it was
+// not queued.
+func (r *runner) leaveQueue(now int64, req *epp.Request) (*flight, bool) {
+	slot, ok := r.byReq[req]
+	if !ok {
+		return nil, false
+	}
+	delete(r.byReq, req)
 	f := r.flights[slot]
 	r.dropFlight(slot)
 	f.rec.FlowWait = now - f.rec.Arrival
-	r.dispatch(now, f)
+	return f, true
 }
 
 // flowTimers schedules the next grid cycle and sweep flow control asks for
@@ -961,15 +972,9 @@ func (r *runner) flowSweep(now int64) {
 	}
 	r.sweepAt = -1
 	for _, d := range r.flow.Sweep(now) {
-		slot, ok := r.byReq[d.Req]
-		if !ok {
-			continue
+		if f, ok := r.leaveQueue(now, d.Req); ok {
+			r.reject(f, d.Err)
 		}
-		delete(r.byReq, d.Req)
-		f := r.flights[slot]
-		r.dropFlight(slot)
-		f.rec.FlowWait = now - f.rec.Arrival
-		r.reject(f, d.Err)
 	}
 	r.flowTimers(now)
 }
