@@ -6,7 +6,7 @@ PKGS      ?= ./...
 BENCHTIME ?= 1x
 FUZZTIME  ?= 10s
 
-.PHONY: all build test test-long vet staticcheck lint demo bench fuzz clean regress regress-update
+.PHONY: all build test test-long vet staticcheck lint demo bench fuzz clean regress regress-update testdata-refresh
 
 all: build test
 
@@ -81,6 +81,18 @@ regress: build
 regress-update: build
 	$(GO) build -o bin/eppsim-regress ./cmd/eppsim-regress
 	bin/eppsim-regress -eppsim bin/eppsim -dir testdata/regress -out out/regress -update
+
+## testdata-refresh: copy the golden vectors and the shipped EPP configs
+## from the shared folder into testdata/shared (testdata/shared/README.md);
+## a fresh clone's tests read these copies, and TestSharedCopiesCurrent
+## fails in CI when they are stale.
+SHARED ?= ../shared
+testdata-refresh:
+	@test -d $(SHARED) || { echo "$(SHARED) is absent: nothing to refresh from"; exit 2; }
+	rm -f testdata/shared/epp-configs/*.yaml
+	cp $(SHARED)/epp-configs/*.yaml testdata/shared/epp-configs/
+	cp $(SHARED)/golden/epp-golden.json testdata/shared/golden/
+	chmod 644 testdata/shared/epp-configs/*.yaml testdata/shared/golden/epp-golden.json
 
 clean:
 	rm -rf bin

@@ -60,7 +60,7 @@ func BenchmarkMooncakeRun(b *testing.B) {
 
 // sharedConfigsBench are the configurations of issue #17's shared-trace
 // target: the default, two load baselines and llm-d's estimate config.
-var sharedConfigsBench = []string{"default", "round-robin", "least-queue", "../../shared/epp-configs/epp-estimate-prefix-cache-config.yaml"}
+var sharedConfigsBench = []string{"default", "round-robin", "least-queue", "../testdata/shared/epp-configs/epp-estimate-prefix-cache-config.yaml"}
 
 // BenchmarkMooncakeShared measures what reading the trace once saves: per
 // iteration, the four configs of sharedConfigsBench on Mooncake/16, first
@@ -144,7 +144,7 @@ func runShared(b *testing.B, spec *Spec, configs []string) {
 // (64-token keys, 5 ms lag, as `eppsim run` defaults). It reports simulated
 // requests per wall second. Run it with -benchtime 1x (make bench does).
 func BenchmarkMooncakePrecise(b *testing.B) {
-	for _, src := range []string{"oracle", "../../shared/epp-configs/epp-precise-prefix-cache-config.yaml"} {
+	for _, src := range []string{"oracle", "../testdata/shared/epp-configs/epp-precise-prefix-cache-config.yaml"} {
 		e := ForSource(src)
 		b.Run(e.Name, func(b *testing.B) {
 			spec := mooncakeSpec(b, 16)
@@ -166,7 +166,7 @@ func BenchmarkMooncakePrecise(b *testing.B) {
 
 // configsBench are the configurations of issue #17's precise target, the
 // default first: the ratios are to it.
-var configsBench = []string{"default", "oracle", "../../shared/epp-configs/epp-precise-prefix-cache-config.yaml"}
+var configsBench = []string{"default", "oracle", "../testdata/shared/epp-configs/epp-precise-prefix-cache-config.yaml"}
 
 // BenchmarkMooncakeConfigs measures what a precise-prefix config costs
 // beside the default one: per iteration, the configs of configsBench each

@@ -30,7 +30,7 @@ func (k *kvRecorder) HandleKVEvents(c *epp.Cycle, address string, batch []epp.KV
 // replicas: the precise index's event path alone (hashing the stored
 // blocks, the index and store-count updates), without the simulation.
 func BenchmarkMooncakePreciseEvents(b *testing.B) {
-	for _, src := range []string{"oracle", "../../shared/epp-configs/epp-precise-prefix-cache-config.yaml"} {
+	for _, src := range []string{"oracle", "../testdata/shared/epp-configs/epp-precise-prefix-cache-config.yaml"} {
 		e := ForSource(src)
 		b.Run(e.Name, func(b *testing.B) {
 			spec := mooncakeSpec(b, 16)

@@ -10,7 +10,7 @@ import (
 	"github.com/eppsim/eppsim/sim"
 )
 
-const sharedPD = "../../shared/epp-configs/pd-epp-config.yaml"
+const sharedPD = "../testdata/shared/epp-configs/pd-epp-config.yaml"
 
 // pdSpec is testSpec with the first replica labelled prefill and the
 // second decode: the two-pod P/D scenario.

@@ -18,7 +18,7 @@ import (
 
 // sharedConfigs is llm-d's shipped configurations (DESIGN.md, "Reference
 // documents").
-const sharedConfigs = "../../shared/epp-configs"
+const sharedConfigs = "../testdata/shared/epp-configs"
 
 // hashIDTrace describes a synthesized hash-id trace: conversations whose
 // turns extend their previous prompt, over a few system prompts shared by

@@ -197,7 +197,7 @@ func (p *gpuProbe) PreRequest(c *epp.Cycle, _ *epp.Request, res *epp.Result) {
 // again and O three times its first share (three probes like the first).
 // The same run twice gives the same routing.
 func TestGPUConfigRun(t *testing.T) {
-	path := "../../shared/epp-configs/sim-epp-gpu-config.yaml"
+	path := "../testdata/shared/epp-configs/sim-epp-gpu-config.yaml"
 	if _, err := os.Stat(path); err != nil {
 		t.Skip("shared configs not found")
 	}

@@ -23,7 +23,7 @@ type goldenHashCase struct {
 
 func loadGoldenHash(t *testing.T, id, salt string) goldenHashCase {
 	t.Helper()
-	raw, err := os.ReadFile("../../../shared/golden/epp-golden.json")
+	raw, err := os.ReadFile("../../testdata/shared/golden/epp-golden.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/eppsim/eppsim/epp/plugins"
 )
 
-const sharedEPPConfigs = "../../../shared/epp-configs"
+const sharedEPPConfigs = "../../testdata/shared/epp-configs"
 
 func TestEPPValidateShippedConfigs(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(sharedEPPConfigs, "*.yaml"))

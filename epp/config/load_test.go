@@ -14,7 +14,7 @@ import (
 	"github.com/eppsim/eppsim/epp/config"
 )
 
-const sharedConfigs = "../../../shared/epp-configs"
+const sharedConfigs = "../../testdata/shared/epp-configs"
 
 func opts() config.Options { return config.Options{Registry: fakeRegistry(nil), Seed: 1} }
 

@@ -169,7 +169,7 @@ func stateConfigs(t *testing.T) map[string]func() *epp.Router {
 			return r
 		}
 	}
-	files, _ := filepath.Glob("../../../shared/epp-configs/*.yaml")
+	files, _ := filepath.Glob("../../testdata/shared/epp-configs/*.yaml")
 	for _, f := range files {
 		if filepath.Base(f) == "epp-mm-embeddings-cache-config.yaml" {
 			continue // fails to load, as upstream (flow-control.md §14.3)

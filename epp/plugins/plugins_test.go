@@ -75,7 +75,7 @@ func TestBuiltinDefaults(t *testing.T) {
 // cacheSizeInMBPerServer (flow-control.md §14.3). eppsim fails the same
 // way, naming the field and its line.
 func TestShippedConfigsLoadWithBuiltin(t *testing.T) {
-	files, _ := filepath.Glob("../../../shared/epp-configs/*.yaml")
+	files, _ := filepath.Glob("../../testdata/shared/epp-configs/*.yaml")
 	if len(files) == 0 {
 		t.Skip("shared configs not found")
 	}
@@ -122,7 +122,7 @@ func TestShippedDisaggConfigs(t *testing.T) {
 		"sim-e-pd-epp-config.yaml":    {"always-disagg-multimodal-decider"},
 		"pd-topology-epp-config.yaml": nil,
 	} {
-		path := filepath.Join("../../../shared/epp-configs", file)
+		path := filepath.Join("../../testdata/shared/epp-configs", file)
 		l, err := config.LoadFile(path, config.Options{Registry: plugins.Builtin(), Seed: 1})
 		if err != nil {
 			if strings.Contains(err.Error(), "no such file") {

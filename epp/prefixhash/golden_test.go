@@ -11,7 +11,7 @@ import (
 	"github.com/eppsim/eppsim/epp"
 )
 
-const goldenPath = "../../../shared/golden/epp-golden.json"
+const goldenPath = "../../testdata/shared/golden/epp-golden.json"
 
 type goldenPseudo struct {
 	Text      string   `json:"bytes_as_text_zero_padded"`

@@ -16,7 +16,7 @@ import (
 // shipped EndpointPickerConfigs declare, with their parameters decoded
 // strictly.
 func TestSharedConfigParams(t *testing.T) {
-	files, err := filepath.Glob("../../../shared/epp-configs/*.yaml")
+	files, err := filepath.Glob("../../testdata/shared/epp-configs/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no shared configs: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // goldenPath is ../shared/golden relative to the repository root.
-const goldenPath = "../../../shared/golden/epp-golden.json"
+const goldenPath = "../../testdata/shared/golden/epp-golden.json"
 
 func loadGoldenScorers(t *testing.T) map[string]json.RawMessage {
 	t.Helper()

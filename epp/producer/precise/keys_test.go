@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const goldenPath = "../../../../shared/golden/epp-golden.json"
+const goldenPath = "../../../testdata/shared/golden/epp-golden.json"
 
 func TestGoldenPreciseKeys(t *testing.T) {
 	raw, err := os.ReadFile(goldenPath)
