@@ -46,10 +46,11 @@ type Coefficients struct {
 	// p = 1 their sum. Real kernels fall short of the roofline where the
 	// two are close (matrix multiplies of a few hundred rows); p ≥ 1.
 	RooflineExponent float64 `json:"roofline_exponent"`
-	// AllReduceUs is the latency of a tensor-parallel all-reduce (two per
-	// layer) per rank beyond the first, µs — a ring of TP ranks passes
-	// its chunks TP−1 times; EtaLink the fraction of the GPU-to-GPU
-	// bandwidth its payload achieves.
+	// AllReduceUs is the latency of one tensor-parallel all-reduce (two
+	// per layer), µs: the launch and the flag exchange between the ranks,
+	// whatever the size; EtaLink the fraction of the GPU-to-GPU link's
+	// one-way bandwidth its bytes achieve (allreduce.go: vLLM's algorithm
+	// choice sets the bytes).
 	AllReduceUs float64 `json:"all_reduce_us"`
 	EtaLink     float64 `json:"eta_link"`
 	// IngestUs is the time between a request reaching the server and its
@@ -202,15 +203,16 @@ func (c Calibration) ID() string {
 //	t = step_us + layer_us·L + seq_us·B
 //	  + R(W/(BW·η_w),  F_lin/(P·mfu))        linear layers: weights streamed, compute
 //	  + R(K/(BW·η_kv), F_attn/(P·mfu))       attention: KV cache streamed, compute
-//	  + [TP > 1] 2L·(all_reduce_us·(TP−1) + N·d·2 B·2(TP−1)/TP / (link·η_link))
+//	  + [TP > 1] 2L·(all_reduce_us + bytes_in(N·d·2 B, TP) / (link/2·η_link))
 //
 // where R(m, c) = (m^p + c^p)^(1/p) with p = roofline_exponent (a smooth
 // roofline: max(m, c) for large p)
 //
 // per GPU of a tensor-parallel group, with L layers, B scheduled
 // sequences, N new tokens, BW the memory bandwidth, P the dense tensor
-// peak for the weights' type and link the GPU-to-GPU bandwidth (arch's
-// catalogue). W is the weight bytes the step reads: every dense weight,
+// peak for the weights' type and link the GPU-to-GPU bandwidth, both
+// directions (arch's catalogue); bytes_in is what one GPU receives in the
+// all-reduce algorithm vLLM picks for that size (allreduce.go). W is the weight bytes the step reads: every dense weight,
 // and of each MoE layer the experts its N tokens reach, E·(1−(1−k/E)^N) of
 // E routed experts with top-k routing (tokens routed independently). K is
 // the KV bytes of every scheduled sequence's context and new tokens
@@ -231,7 +233,8 @@ type CalibratedModel struct {
 	kvPerToken            float64
 	linFlops, lmFlops     float64 // per new token, per sampled token
 	attnFlops             float64 // per (query, context) pair
-	bw, peak, link        float64 // bytes/s, FLOP/s, bytes/s
+	bw, peak              float64 // bytes/s, FLOP/s
+	group                 tensorParallel
 	// memo caches the blend factor (see blend) by its ratio's bits.
 	memo *[blendMemoSize]blendMemo
 }
@@ -276,7 +279,7 @@ func NewCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, kvElem 
 		attnFlops:  m.AttentionFLOPsPerPair() / t,
 		bw:         g.MemoryBandwidthTBps * 1e12,
 		peak:       g.TFLOPS(fp8) * 1e12,
-		link:       g.InterconnectGBps * 1e9,
+		group:      tensorParallel{ranks: max(tp, 1), nvlink: g.Interconnect == "nvlink", oneWay: g.InterconnectGBps * 1e9 / 2},
 	}
 	all := (m.LinearWeightBytes() + m.LMHeadBytes()) / t
 	if e := m.MoE; e != nil && e.Experts > 0 {
@@ -287,7 +290,7 @@ func NewCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, kvElem 
 	} else {
 		c.denseBytes = all
 	}
-	if tp > 1 && c.link <= 0 {
+	if tp > 1 && c.group.oneWay <= 0 {
 		return nil, fmt.Errorf("gpu %s: interconnect_gbps must be positive for tensor parallelism", g.Name)
 	}
 	c.memo = new([blendMemoSize]blendMemo)
@@ -336,8 +339,7 @@ func (c *CalibratedModel) seconds(b, n, kv, pairs float64) float64 {
 	attn := c.blend(c.kvPerToken*kv/(c.bw*co.EtaKV), pairs*c.attnFlops/flops)
 	sec := (co.StepUs+co.LayerUs*c.layers+co.SeqUs*b)*1e-6 + lin + attn
 	if c.tp > 1 {
-		payload := n * c.hidden * 2 * 2 * (c.tp - 1) / c.tp
-		sec += 2 * c.layers * (co.AllReduceUs*1e-6*(c.tp-1) + payload/(c.link*co.EtaLink))
+		sec += 2 * c.layers * c.group.seconds(n*c.hidden*2, co.AllReduceUs, co.EtaLink)
 	}
 	return sec
 }

@@ -1,0 +1,99 @@
+package replica
+
+// Tensor-parallel communication of the calibrated step-time model
+// (docs/latency.md, "Tensor parallelism"). Every transformer layer ends
+// its attention block and its MLP (or MoE) block with an all-reduce of
+// the hidden states of the step's new tokens across the tensor-parallel
+// group, so a step pays two all-reduces per layer, each of
+// N·d·2 bytes (BF16 activations, whatever the weights' type).
+//
+// vLLM picks the algorithm per call, and the algorithm sets how many bytes
+// each GPU receives:
+//
+//   - vLLM's custom all-reduce (csrc/custom_all_reduce.cuh,
+//     vllm/distributed/device_communicators/custom_all_reduce.py) serves
+//     calls below its registered buffer size (8 MiB by default) on 2, 4, 6
+//     or 8 GPUs fully connected by NVLink (NVSwitch: every GPU reaches
+//     every other directly). vLLM also runs it on a pair of PCIe GPUs
+//     with peer-to-peer access; eppsim does not know whether a PCIe part
+//     has it and gives PCIe groups NCCL's ring. Its one-stage kernel, where every rank reads
+//     the whole buffer of each peer and sums, runs on 2 GPUs always, on up
+//     to 4 GPUs below 512 KiB and on up to 8 below 256 KiB; above those
+//     sizes the two-stage kernel reduce-scatters (each rank reads its 1/TP
+//     share from every peer) and all-gathers (each rank reads the other
+//     reduced shares): 2·(TP−1)/TP of the buffer in all.
+//   - Otherwise NCCL's ring all-reduce, which also moves 2·(TP−1)/TP of
+//     the buffer through each GPU's link in each direction (NCCL's
+//     definition of bus bandwidth, nccl-tests doc/PERFORMANCE.md).
+//
+// Every call also pays a latency that does not depend on its size: the
+// kernel launch and the flag exchange that synchronizes the ranks
+// (all_reduce_us). On a switched NVLink fabric every rank signals its peers
+// at once, so that latency does not grow with the number of ranks the way a
+// ring's does; the growth with TP (2 → 4 → 8) comes from the bytes above.
+// The bytes cross the GPU's link in one direction at InterconnectGBps/2 (the
+// catalogue states both directions, as datasheets do: 900 GB/s for H100's
+// NVLink 4, 450 each way) times eta_link.
+
+// Custom all-reduce limits of vLLM (csrc/custom_all_reduce.cuh,
+// CustomAllreduce.allreduce; custom_all_reduce.py, max_size).
+const (
+	customAllReduceMaxBytes = 8 << 20   // the registered buffer: larger calls go to NCCL
+	oneStageMaxBytes4       = 512 << 10 // one-stage kernel below this on up to 4 GPUs
+	oneStageMaxBytes8       = 256 << 10 // and below this on up to 8
+)
+
+// allReduceAlgorithm names the algorithm vLLM runs for one all-reduce.
+type allReduceAlgorithm int
+
+const (
+	oneStage allReduceAlgorithm = iota // custom kernel, every rank reads every peer's buffer
+	twoStage                           // custom kernel, reduce-scatter then all-gather
+	ncclRing                           // NCCL's ring
+)
+
+// tensorParallel is a replica's tensor-parallel group as the all-reduce
+// sees it.
+type tensorParallel struct {
+	ranks int
+	// nvlink: the GPUs are fully connected by NVLink (the catalogue's
+	// interconnect "nvlink": SXM parts on an NVSwitch baseboard), which
+	// the custom all-reduce needs.
+	nvlink bool
+	// oneWay is the link's bandwidth in one direction, bytes/s.
+	oneWay float64
+}
+
+// algorithm returns the algorithm vLLM picks for an all-reduce of size
+// bytes on g (the rules of the comment above).
+func (g tensorParallel) algorithm(size float64) allReduceAlgorithm {
+	custom := g.nvlink && g.ranks%2 == 0 && g.ranks <= 8 && size < customAllReduceMaxBytes
+	switch {
+	case !custom:
+		return ncclRing
+	case g.ranks == 2, g.ranks <= 4 && size < oneStageMaxBytes4, size < oneStageMaxBytes8:
+		return oneStage
+	default:
+		return twoStage
+	}
+}
+
+// bytesIn returns the bytes one GPU receives over its link for an
+// all-reduce of size bytes.
+func (g tensorParallel) bytesIn(size float64) float64 {
+	t := float64(g.ranks)
+	if g.algorithm(size) == oneStage {
+		return (t - 1) * size
+	}
+	return 2 * (t - 1) / t * size
+}
+
+// seconds is the time of one all-reduce of size bytes: the latency
+// latencyUs (µs) plus the received bytes at the link's one-way bandwidth
+// times eta.
+func (g tensorParallel) seconds(size, latencyUs, eta float64) float64 {
+	if g.ranks <= 1 {
+		return 0
+	}
+	return latencyUs*1e-6 + g.bytesIn(size)/(g.oneWay*eta)
+}

@@ -1,0 +1,72 @@
+package replica
+
+import (
+	"math"
+	"testing"
+)
+
+// TestAllReduceAlgorithm checks vLLM's choice of all-reduce algorithm and
+// the bytes one GPU receives in it, worked by hand from
+// csrc/custom_all_reduce.cuh (one-stage on 2 GPUs, below 512 KiB on up to
+// 4, below 256 KiB on up to 8; two-stage above; NCCL's ring from 8 MiB,
+// without NVLink, or on an odd group).
+func TestAllReduceAlgorithm(t *testing.T) {
+	const kib = 1024.0
+	nv := func(ranks int) tensorParallel { return tensorParallel{ranks: ranks, nvlink: true, oneWay: 450e9} }
+	for _, tc := range []struct {
+		name  string
+		g     tensorParallel
+		size  float64
+		algo  allReduceAlgorithm
+		bytes float64
+	}{
+		{"TP2: one-stage at any size below 8 MiB", nv(2), 4096 * kib, oneStage, 4096 * kib},
+		{"TP4 below 512 KiB: one-stage, 3 peers' buffers", nv(4), 256 * kib, oneStage, 3 * 256 * kib},
+		{"TP4 at 512 KiB: two-stage, 2·3/4 of it", nv(4), 512 * kib, twoStage, 768 * kib},
+		{"TP8 below 256 KiB: one-stage, 7 peers' buffers", nv(8), 128 * kib, oneStage, 7 * 128 * kib},
+		{"TP8 at 256 KiB: two-stage, 2·7/8 of it", nv(8), 256 * kib, twoStage, 448 * kib},
+		{"TP6 below 256 KiB: one-stage", nv(6), 200 * kib, oneStage, 5 * 200 * kib},
+		{"TP4 at 8 MiB: NCCL ring, 2·3/4 of it", nv(4), 8192 * kib, ncclRing, 12288 * kib},
+		{"TP2 over PCIe: NCCL ring, 2·1/2 of it", tensorParallel{ranks: 2, oneWay: 32e9}, 64 * kib, ncclRing, 64 * kib},
+		{"TP3: no custom kernel for odd groups", nv(3), 64 * kib, ncclRing, 2 * 2.0 / 3 * 64 * kib},
+	} {
+		if got := tc.g.algorithm(tc.size); got != tc.algo {
+			t.Errorf("%s: algorithm %d, want %d", tc.name, got, tc.algo)
+		}
+		if got := tc.g.bytesIn(tc.size); math.Abs(got-tc.bytes) > 1e-6 {
+			t.Errorf("%s: %v bytes in, want %v", tc.name, got, tc.bytes)
+		}
+	}
+}
+
+// TestAllReduceTime: the time of one call is the latency plus the bytes
+// received at the one-way link bandwidth times eta, and grows with TP for
+// a decode step's payload.
+func TestAllReduceTime(t *testing.T) {
+	// Llama-3.1-70B (d = 8192), a decode step of 16 sequences: 16·8192·2 =
+	// 256 KiB of hidden states.
+	const size = 16 * 8192 * 2.0
+	var prev float64
+	for _, tc := range []struct {
+		ranks int
+		bytes float64
+	}{
+		{2, size},                 // one-stage: the peer's buffer
+		{4, 3 * size},             // one-stage (below 512 KiB): three peers'
+		{8, 2 * 7.0 / 8.0 * size}, // two-stage (not below 256 KiB)
+	} {
+		g := tensorParallel{ranks: tc.ranks, nvlink: true, oneWay: 450e9}
+		want := 7e-6 + tc.bytes/(450e9*0.8)
+		got := g.seconds(size, 7, 0.8)
+		if math.Abs(got-want) > 1e-15 {
+			t.Errorf("TP%d: %.9g s, want %.9g s", tc.ranks, got, want)
+		}
+		if tc.ranks == 4 && got <= prev {
+			t.Errorf("TP4 all-reduce %.3g s is not slower than TP2's %.3g s", got, prev)
+		}
+		prev = got
+	}
+	if got := (tensorParallel{ranks: 1, oneWay: 450e9}).seconds(size, 7, 0.8); got != 0 {
+		t.Errorf("TP1 all-reduce takes %g s, want 0", got)
+	}
+}
