@@ -32,25 +32,36 @@ var DefaultFree = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_
 // CalibrateOptions configure Calibrate.
 type CalibrateOptions struct {
 	// Start is the starting calibration (its name and notes are replaced).
+	// The full fit and every protocol's refit start from it.
 	Start replica.Calibration
 	// Free names the coefficients to fit (default DefaultFree).
 	Free []string
 	// Budget is the number of objective evaluations of the fit (each
-	// simulates every fitted run); LOMOBudget that of each
-	// leave-one-model-out refit (0: Budget/3).
-	Budget, LOMOBudget int
+	// simulates every fitted run); FoldBudget that of each protocol
+	// refit (0: Budget).
+	Budget, FoldBudget int
 	// StageLimit shortens the simulated stages while fitting (seconds; 0:
 	// as recorded). The reported fit always simulates the full runs.
 	StageLimit int
-	// LeaveOneModelOut also refits once per model without that model's
-	// runs and predicts them, measuring how the calibration carries to
-	// models it never saw.
-	LeaveOneModelOut bool
+	// Protocols names the out-of-sample protocols (Protocols' names) to
+	// run after the fit: each refits once per fold without the fold's
+	// runs, from Start with FoldBudget evaluations, and predicts them.
+	Protocols []string
 	// Weights weigh the objective's terms by metric (absent: 1); see
-	// WeightedObjective.
+	// WeightedObjective. With Candidates it is ignored.
 	Weights map[string]float64
-	Seed    uint64
-	Workers int
+	// Candidates, when it holds more than one set of metric weights, has
+	// every fit choose its weights by a nested cross-validation on its own
+	// training runs only (Select): the full fit on all runs, each protocol
+	// refit on the runs outside its fold, so that a fold's runs never
+	// inform the choice its figures measure.
+	Candidates []map[string]float64
+	// InnerFolds and InnerBudget set that selection's inner
+	// cross-validation: runs grouped by model into InnerFolds folds (0:
+	// 3), each inner fit InnerBudget evaluations (0: Budget/3).
+	InnerFolds, InnerBudget int
+	Seed                    uint64
+	Workers                 int
 	// Progress receives a line per improvement (nil: none).
 	Progress io.Writer
 	// Name labels the calibration; Source says what it was fitted on.
@@ -70,9 +81,29 @@ type CalibrateResult struct {
 	// number of objective evaluations.
 	Objective   float64
 	Evaluations int
-	// LOMO are each model's runs predicted by a calibration fitted
-	// without that model (LeaveOneModelOut).
-	LOMO []*Result
+	// Weights are the metric weights the full fit used, and Selection
+	// how they were chosen (nil: given, not selected).
+	Weights   map[string]float64
+	Selection *Selection
+	// Protocols are the out-of-sample predictions, one per protocol run.
+	Protocols []ProtocolResult
+}
+
+// ProtocolResult is one protocol's out-of-sample predictions: every fold's
+// runs predicted by the refit without them.
+type ProtocolResult struct {
+	Protocol Protocol
+	Folds    []FoldResult
+	// Results are the held-out runs' predictions, over all folds.
+	Results []*Result
+}
+
+// FoldResult is one fold of a protocol: its refit, or why it was skipped.
+type FoldResult struct {
+	Fold      Fold
+	TrainedOn int
+	Skipped   string // non-empty: not refitted, and why
+	Fit       replica.CalibrationFold
 }
 
 // FitRuns selects the runs a calibration is fitted on: measured and not
@@ -94,7 +125,8 @@ func FitRuns(f *File) []*Experiment {
 // scale, so every point is physical). The objective is each run's mean
 // |log(predicted/actual)| over the scopes and FitMetrics, averaged over
 // the runs: every run counts alike, and a prediction twice too high costs
-// what one half too low does.
+// what one half too low does. Then each protocol of o.Protocols refits
+// per fold and predicts the held-out runs.
 func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResult, error) {
 	runs := FitRuns(f)
 	if len(runs) == 0 {
@@ -107,21 +139,36 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	if err != nil {
 		return nil, err
 	}
+	var protocols []Protocol
+	for _, name := range o.Protocols {
+		p, err := LookupProtocol(name)
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: %w", err)
+		}
+		if !slices.ContainsFunc(protocols, func(q Protocol) bool { return q.Name == p.Name }) {
+			protocols = append(protocols, p)
+		}
+	}
 	if o.Budget <= 0 {
 		o.Budget = 300
 	}
-	if o.LOMOBudget <= 0 {
-		o.LOMOBudget = max(o.Budget/3, 1)
+	if o.FoldBudget <= 0 {
+		o.FoldBudget = o.Budget
 	}
 	start := time.Now()
-	fit, evals, obj, err := fitOn(ctx, runs, o.Start.Coefficients, free, o.Budget, o, "fit")
+	fr := simFitter{o: o, free: free}
+	weights, sel, err := chooseWeights(ctx, fr, runs, o, "fit")
 	if err != nil {
 		return nil, err
 	}
-	res := &CalibrateResult{Fitted: runs, Objective: obj, Evaluations: evals}
+	fit, evals, obj, err := fitOn(ctx, runs, o.Start.Coefficients, free, o.Budget, o, weights, "fit")
+	if err != nil {
+		return nil, err
+	}
+	res := &CalibrateResult{Fitted: runs, Objective: obj, Evaluations: evals, Weights: weights, Selection: sel}
 	res.Calibration = replica.Calibration{Name: o.Name, Coefficients: fit, EppsimVersion: o.Version,
 		FittedOn: fmt.Sprintf("%s: %d measured runs that are not overloaded (%s); free: %s; %d evaluations, objective %.4f%s",
-			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj, weightsNote(o.Weights))}
+			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj, weightsNote(weights))}
 	all := make([]*Experiment, len(f.Experiments))
 	for i := range f.Experiments {
 		all[i] = &f.Experiments[i]
@@ -139,39 +186,76 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 			res.Calibration.Fit["mape_"+m] = round(v, 2)
 		}
 	}
-	if o.LeaveOneModelOut {
-		for _, model := range modelsOf(runs) {
-			var train, test []*Experiment
-			for _, e := range runs {
-				if e.Model == model {
-					test = append(test, e)
-				} else {
-					train = append(train, e)
-				}
-			}
-			co, _, _, err := fitOn(ctx, train, fit, free, o.LOMOBudget, o, "without "+model)
-			if err != nil {
-				return nil, err
+	for _, p := range protocols {
+		pr := ProtocolResult{Protocol: p}
+		if pr.Folds, err = refitFolds(ctx, fr, p, runs, o); err != nil {
+			return nil, err
+		}
+		for _, fres := range pr.Folds {
+			if fres.Skipped != "" {
+				continue
 			}
 			c := res.Calibration
-			c.Coefficients = co
-			rs, err := SimulateAll(ctx, test, c, Options{Seed: o.Seed}, o.Workers)
+			c.Coefficients = fres.Fit.Coefficients
+			rs, err := SimulateAll(ctx, fres.Fold.Test, c, Options{Seed: o.Seed}, o.Workers)
 			if err != nil {
 				return nil, err
 			}
-			res.LOMO = append(res.LOMO, rs...)
+			pr.Results = append(pr.Results, rs...)
+			res.Calibration.Folds = append(res.Calibration.Folds, fres.Fit)
 		}
-		lrows := Rows(res.LOMO)
+		prows := Rows(pr.Results)
 		for _, m := range Metrics {
-			if v, n := MAPE(lrows, m, nil); n > 0 {
-				res.Calibration.Fit["lomo_mape_"+m] = round(v, 2)
+			if v, n := MAPE(prows, m, nil); n > 0 {
+				res.Calibration.Fit[p.Key+"_mape_"+m] = round(v, 2)
 			}
 		}
+		if p.Name == "model" {
+			// The intervals eppsim run shows: the errors on models the
+			// refits never saw.
+			res.Calibration.Intervals = map[string]replica.Interval{}
+			for m, iv := range Factors(prows, nil) {
+				res.Calibration.Intervals[m] = replica.Interval{Low: round(iv.Low, 4), High: round(iv.High, 4), Runs: iv.Runs}
+			}
+		}
+		res.Protocols = append(res.Protocols, pr)
 	}
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "calibrate: done in %s\n", time.Since(start).Round(time.Second))
 	}
 	return res, nil
+}
+
+// refitFolds refits p's folds of runs with fr: each fold's weights are
+// chosen (chooseWeights) and its coefficients fitted on the runs outside
+// the fold only. A fold that would leave fewer than MinTrainRuns runs is
+// skipped, and says why.
+func refitFolds(ctx context.Context, fr fitter, p Protocol, runs []*Experiment, o CalibrateOptions) ([]FoldResult, error) {
+	var out []FoldResult
+	for _, fold := range p.Folds(runs) {
+		train := fold.trainOf(runs)
+		fres := FoldResult{Fold: fold, TrainedOn: len(train)}
+		if len(train) < MinTrainRuns {
+			fres.Skipped = fmt.Sprintf("%d runs would remain to fit on (at least %d needed)", len(train), MinTrainRuns)
+			if o.Progress != nil {
+				fmt.Fprintf(o.Progress, "calibrate (%s, without %s): skipped: %s\n", p.Label, fold.Group, fres.Skipped)
+			}
+			out = append(out, fres)
+			continue
+		}
+		label := p.Name + " without " + fold.Group
+		w, _, err := chooseWeights(ctx, fr, train, o, label)
+		if err != nil {
+			return nil, err
+		}
+		co, err := fr.fit(ctx, train, w, o.FoldBudget, label)
+		if err != nil {
+			return nil, err
+		}
+		fres.Fit = replica.CalibrationFold{Protocol: p.Name, HeldOut: fold.Group, Runs: fold.ids(), TrainedOn: len(train), Weights: w, Coefficients: co}
+		out = append(out, fres)
+	}
+	return out, nil
 }
 
 func round(v float64, digits int) float64 {
@@ -240,7 +324,7 @@ func fromFree(i int, x float64) float64 {
 }
 
 // fitOn runs the Nelder-Mead search on runs from start.
-func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, free []int, budget int, o CalibrateOptions, label string) (replica.Coefficients, int, float64, error) {
+func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, free []int, budget int, o CalibrateOptions, weights map[string]float64, label string) (replica.Coefficients, int, float64, error) {
 	base := start.Vector()
 	x0 := make([]float64, len(free))
 	for k, i := range free {
@@ -260,7 +344,7 @@ func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, 
 	objective := func(x []float64) float64 {
 		evals++
 		c := replica.Calibration{Name: "fit", Coefficients: coeffs(x)}
-		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit}, o.Workers, o.Weights)
+		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit}, o.Workers, weights)
 		if err != nil {
 			if ctx.Err() == nil && simErr == nil && !errors.Is(err, errUnphysical) {
 				simErr = err

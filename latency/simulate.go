@@ -29,6 +29,21 @@ type Result struct {
 	Predicted  map[string]Values
 	// Completed counts the completed requests by scope.
 	Completed map[string]int
+	// Knee is the engine's steady-state limit for the mix of the run's
+	// busiest stage (replica.SustainableRate), Utilization that stage's
+	// rate over it: near 1 and above, the run is at or past its knee. Nil
+	// and 0 when the stage completed nothing.
+	Knee        *replica.Knee
+	Utilization float64
+	// KneeStage is the busiest stage's scope ("stage_k").
+	KneeStage string
+}
+
+// PredictedOverloaded reports whether the simulation put the run past its
+// knee: a whole-run TTFT mean of at least OverloadedTTFT, the measured
+// runs' own criterion.
+func (r *Result) PredictedOverloaded() bool {
+	return r.Predicted["summary"]["ttft_mean"] >= OverloadedTTFT
 }
 
 // Options tune a simulation of experiments.
@@ -40,6 +55,9 @@ type Options struct {
 	// steady state is that of the full ones when the run is not
 	// overloaded. 0 simulates the runs as recorded.
 	StageLimit int
+	// StepScale, when > 0 and not 1, multiplies every engine step: the
+	// ends of a latency interval near the knee (interval.go).
+	StepScale float64
 }
 
 // Spec builds the scenario of one run: one replica of the run's model on
@@ -70,6 +88,7 @@ func Spec(e *Experiment, c replica.Calibration, o Options) (*scenario.Spec, erro
 	p.Engine.NumGPUBlocksOverride = en.TotalGPUKVBlocks
 	p.StepModel = "calibrated"
 	p = p.WithCalibration(c, c.Name)
+	p.StepScale = o.StepScale
 	if _, err := p.EngineConfig(); err != nil {
 		return nil, err
 	}
@@ -108,6 +127,7 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 	n := len(e.Workload.Stages)
 	ttft := make([][]float64, n+1) // by stage; [n] the whole run
 	e2e := make([][]float64, n+1)
+	mix := make([]replica.Mix, n) // sums by stage
 	hooks := scenario.Hooks{OnRecord: func(r *sim.Record) {
 		if r.Outcome != sim.Completed || r.Stage < 0 || r.Stage >= n {
 			return
@@ -115,6 +135,10 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 		t, d := float64(r.TTFT)/1e6, float64(r.E2E)/1e6
 		ttft[r.Stage], e2e[r.Stage] = append(ttft[r.Stage], t), append(e2e[r.Stage], d)
 		ttft[n], e2e[n] = append(ttft[n], t), append(e2e[n], d)
+		m := &mix[r.Stage]
+		m.PromptTokens += float64(r.PromptTokens)
+		m.CachedTokens += float64(r.CachedTokens)
+		m.OutputTokens += float64(r.OutputTokens)
 	}}
 	if _, err := scenario.RunContext(ctx, spec, scenario.EPP{Name: "single", Source: "round-robin"}, hooks); err != nil {
 		return nil, fmt.Errorf("%s: %w", e.ID, err)
@@ -132,7 +156,45 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 		}
 		res.Predicted[scope] = metricsOf(ttft[k], e2e[k], out)
 	}
+	if err := res.setKnee(spec, e, mix, e2e); err != nil {
+		return nil, fmt.Errorf("%s: %w", e.ID, err)
+	}
 	return res, nil
+}
+
+// setKnee estimates the engine's knee for the mix of the run's busiest
+// stage (the highest rate; the first of equal ones), from the simulated
+// requests' mean prompt, cache hit and output.
+func (res *Result) setKnee(spec *scenario.Spec, e *Experiment, sums []replica.Mix, e2e [][]float64) error {
+	busiest := -1
+	for i, s := range e.Workload.Stages {
+		if len(e2e[i]) > 0 && (busiest < 0 || s.RateRPS > e.Workload.Stages[busiest].RateRPS) {
+			busiest = i
+		}
+	}
+	if busiest < 0 || len(spec.Fleet) == 0 {
+		return nil
+	}
+	p := spec.Fleet[0].Preset
+	cfg, err := p.EngineConfig()
+	if err != nil {
+		return err
+	}
+	m, err := p.Model()
+	if err != nil {
+		return err
+	}
+	k := float64(len(e2e[busiest]))
+	mix := replica.Mix{PromptTokens: sums[busiest].PromptTokens / k, CachedTokens: sums[busiest].CachedTokens / k, OutputTokens: sums[busiest].OutputTokens / k}
+	knee, err := replica.SustainableRate(cfg, m, mix)
+	if err != nil {
+		return err
+	}
+	res.Knee, res.KneeStage = &knee, fmt.Sprintf("stage_%d", busiest)
+	if knee.MaxRate > 0 {
+		res.Utilization = e.Workload.Stages[busiest].RateRPS / knee.MaxRate
+	}
+	return nil
 }
 
 // metricsOf computes the metrics of latency samples (ms); out is the

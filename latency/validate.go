@@ -29,8 +29,12 @@ const (
 	PlotName     = "predicted_vs_actual"
 )
 
-// CSVHeader is latency.csv's header line.
-const CSVHeader = "experiment,scope,metric,predicted,actual,ape_pct"
+// CSVHeader is latency.csv's header line: per run, scope and metric the
+// prediction, the measurement and the APE; for whole runs the 90%
+// interval (low90, high90); per run its predicted and measured regime
+// (overloaded or sustained), the utilization of its busiest stage and the
+// limit that binds at its knee.
+const CSVHeader = "experiment,scope,metric,predicted,actual,ape_pct,low90,high90,regime,measured_regime,utilization,binding"
 
 // HeadlineMetrics are the metrics the report's tables lead with (the
 // issue's targets and the published comparisons' columns).
@@ -46,12 +50,31 @@ type Report struct {
 	Calibration replica.Calibration
 	Results     []*Result
 	Rows        []Row
-	// LOMO, when set, are leave-one-model-out predictions of the measured
-	// runs (Calibrate); the report shows their MAPE beside the in-sample.
-	LOMO []Row
+	// OutOfSample are each out-of-sample protocol's predictions of the
+	// runs its folds held out, by the refits without them (the
+	// calibration's folds); the report shows their MAPE beside the
+	// in-sample figures.
+	OutOfSample []ProtocolRows
+	// Coverage is the share of measured values inside their predicted
+	// 90% intervals, in sample and under each protocol; Bounds the
+	// in-sample intervals by run id and metric (whole runs).
+	Coverage []Coverage
+	Bounds   map[string]map[string]Bounds
 }
 
-// Validate simulates every run of f with calibration c.
+// ProtocolRows are one protocol's held-out predictions.
+type ProtocolRows struct {
+	Protocol Protocol
+	// Folds is the number of refits whose runs were predicted.
+	Folds   int
+	Results []*Result
+	// Coefficients[i] predicted Results[i] (its fold's refit).
+	Coefficients []replica.Coefficients
+	Rows         []Row
+}
+
+// Validate simulates every run of f with calibration c, and the runs of
+// each of c's folds with the fold's refit.
 func Validate(ctx context.Context, f *File, source string, c replica.Calibration, o Options, workers int) (*Report, error) {
 	exps := make([]*Experiment, len(f.Experiments))
 	for i := range f.Experiments {
@@ -61,7 +84,181 @@ func Validate(ctx context.Context, f *File, source string, c replica.Calibration
 	if err != nil {
 		return nil, err
 	}
-	return &Report{Source: source, Calibration: c, Results: res, Rows: Rows(res)}, nil
+	oos, err := OutOfSample(ctx, f, c, o, workers)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Source: source, Calibration: c, Results: res, Rows: Rows(res), OutOfSample: oos}
+	if err := r.SetCoverage(ctx, o, workers); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// SetCoverage builds the report's 90% intervals and counts the measured
+// values inside them: under each protocol, from the errors of that
+// protocol's held-out predictions of other models' runs; in sample, from
+// the leave-one-model-out errors of other models' runs, or else the
+// calibration's recorded factors (Calibration.Intervals).
+func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error {
+	r.Coverage, r.Bounds = nil, nil
+	var lomo []Row
+	for _, pr := range r.OutOfSample {
+		cases := make([]intervalCase, len(pr.Results))
+		for i, res := range pr.Results {
+			cases[i] = intervalCase{res: res, co: pr.Coefficients[i]}
+		}
+		cov, _, err := coverage(ctx, pr.Protocol.Label, cases, pr.Rows, r.Calibration, o, workers)
+		if err != nil {
+			return err
+		}
+		r.Coverage = append(r.Coverage, cov)
+		if pr.Protocol.Name == "model" {
+			lomo = pr.Rows
+		}
+	}
+	cases := make([]intervalCase, len(r.Results))
+	for i, res := range r.Results {
+		cases[i] = intervalCase{res: res, co: r.Calibration.Coefficients}
+	}
+	var (
+		cov Coverage
+		err error
+	)
+	if lomo != nil {
+		cov, r.Bounds, err = coverage(ctx, "in sample", cases, lomo, r.Calibration, o, workers)
+	} else if len(r.Calibration.Intervals) > 0 {
+		cov, r.Bounds, err = fixedCoverage(ctx, "in sample", cases, r.Calibration, o, workers)
+	} else {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.Coverage = append([]Coverage{cov}, r.Coverage...)
+	return nil
+}
+
+// RegimeCheck is how many runs the predictions put on the right side of
+// the knee: predicted overloaded (a TTFT mean of at least OverloadedTTFT)
+// exactly when the measurement is.
+type RegimeCheck struct {
+	Label        string
+	Right, Total int
+	// Wrong lists the runs on the wrong side.
+	Wrong []string
+}
+
+// Regimes checks the regime of every measured run, in sample and under
+// each protocol (its held-out runs; overloaded runs, which no fit sees,
+// from the full fit).
+func (r *Report) Regimes() []RegimeCheck {
+	check := func(label string, results []*Result) RegimeCheck {
+		rc := RegimeCheck{Label: label}
+		for _, res := range results {
+			e := res.Experiment
+			if !e.HasMeasurement() || res.Predicted["summary"] == nil {
+				continue
+			}
+			rc.Total++
+			if res.PredictedOverloaded() == e.Overloaded() {
+				rc.Right++
+			} else {
+				rc.Wrong = append(rc.Wrong, e.ID)
+			}
+		}
+		return rc
+	}
+	out := []RegimeCheck{check("in sample", r.Results)}
+	for _, pr := range r.OutOfSample {
+		results := slices.Clone(pr.Results)
+		for _, res := range r.Results {
+			if res.Experiment.Overloaded() {
+				results = append(results, res)
+			}
+		}
+		out = append(out, check(pr.Protocol.Label, results))
+	}
+	return out
+}
+
+// OutOfSample predicts, for each protocol c has folds of, the measured
+// runs of f that a fold held out, with that fold's refit. Runs of f that
+// no fold names (a user's own runs, which the calibration never saw) are
+// not part of it: their in-sample figures are already out of sample.
+func OutOfSample(ctx context.Context, f *File, c replica.Calibration, o Options, workers int) ([]ProtocolRows, error) {
+	byID := map[string]*Experiment{}
+	for i := range f.Experiments {
+		byID[f.Experiments[i].ID] = &f.Experiments[i]
+	}
+	var out []ProtocolRows
+	for _, p := range Protocols {
+		pr := ProtocolRows{Protocol: p}
+		for _, fold := range c.Folds {
+			if fold.Protocol != p.Name {
+				continue
+			}
+			var test []*Experiment
+			for _, id := range fold.Runs {
+				if e, ok := byID[id]; ok && e.HasMeasurement() {
+					test = append(test, e)
+				}
+			}
+			if len(test) == 0 {
+				continue
+			}
+			fc := c
+			fc.Coefficients = fold.Coefficients
+			rs, err := SimulateAll(ctx, test, fc, o, workers)
+			if err != nil {
+				return nil, fmt.Errorf("%s fold without %s: %w", p.Name, fold.HeldOut, err)
+			}
+			pr.Folds++
+			pr.Results = append(pr.Results, rs...)
+			for range rs {
+				pr.Coefficients = append(pr.Coefficients, fold.Coefficients)
+			}
+		}
+		if pr.Folds > 0 {
+			pr.Rows = Rows(pr.Results)
+			out = append(out, pr)
+		}
+	}
+	return out, nil
+}
+
+// ProtocolMAPEs is each out-of-sample protocol's whole-run MAPE per metric.
+func (r *Report) ProtocolMAPEs() []LabelledMAPE {
+	var out []LabelledMAPE
+	for _, pr := range r.OutOfSample {
+		m := map[string]float64{}
+		n := 0
+		for _, name := range Metrics {
+			if v, k := MAPE(pr.Rows, name, nil); k > 0 {
+				m[name] = v
+				n = max(n, k)
+			}
+		}
+		out = append(out, LabelledMAPE{Label: pr.Protocol.Label, Runs: n, MAPE: m})
+	}
+	return out
+}
+
+// LabelledMAPE is one row of whole-run MAPE per metric over Runs runs.
+type LabelledMAPE struct {
+	Label string
+	Runs  int
+	MAPE  map[string]float64
+}
+
+// protocolRows returns the rows of the named protocol (nil: none).
+func (r *Report) protocolRows(name string) []Row {
+	for _, pr := range r.OutOfSample {
+		if pr.Protocol.Name == name {
+			return pr.Rows
+		}
+	}
+	return nil
 }
 
 // normal reports whether a run counts in the accuracy tables: measured and
@@ -97,10 +294,37 @@ func (r *Report) CSV() []byte {
 		}
 		return strconv.FormatFloat(v, 'f', 4, 64)
 	}
+	byID := map[string]*Result{}
+	for _, res := range r.Results {
+		byID[res.Experiment.ID] = res
+	}
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s\n", csvField(row.Experiment), row.Scope, row.Metric, num(row.Predicted), num(row.Actual), num(row.APE))
+		lo, hi := math.NaN(), math.NaN()
+		if bb, ok := r.Bounds[row.Experiment][row.Metric]; ok && row.Scope == "summary" {
+			lo, hi = bb.Low, bb.High
+		}
+		regime, measured, util, binding := "", "", math.NaN(), ""
+		if res := byID[row.Experiment]; res != nil {
+			regime = regimeName(res.PredictedOverloaded())
+			if res.Experiment.HasMeasurement() {
+				measured = regimeName(res.Experiment.Overloaded())
+			}
+			if res.Knee != nil {
+				util, binding = res.Utilization, res.Knee.Binding
+			}
+		}
+		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csvField(row.Experiment), row.Scope, row.Metric, num(row.Predicted), num(row.Actual), num(row.APE),
+			num(lo), num(hi), regime, measured, num(util), binding)
 	}
 	return b.Bytes()
+}
+
+// regimeName names a regime in latency.csv.
+func regimeName(overloaded bool) string {
+	if overloaded {
+		return "overloaded"
+	}
+	return "sustained"
 }
 
 func csvField(s string) string {
@@ -161,7 +385,7 @@ func (r *Report) otherSimulators() []simulatorMAPE {
 			if v, n := MAPE(r.Rows, m, func(id string) bool { return a.ids[id] && r.normal(id) }); n > 0 {
 				s.ours[m] = v
 			}
-			if v, n := MAPE(r.LOMO, m, func(id string) bool { return a.ids[id] }); n > 0 {
+			if v, n := MAPE(r.protocolRows("model"), m, func(id string) bool { return a.ids[id] }); n > 0 {
 				s.lomo[m] = v
 			}
 		}
@@ -272,15 +496,8 @@ func (r *Report) Markdown() []byte {
 		}
 	}
 	row("all measured runs, in sample", r.Rows, r.normal)
-	if r.LOMO != nil {
-		row("leave one model out", r.LOMO, nil)
-	} else if _, ok := r.Calibration.Fit["lomo_mape_e2e_mean"]; ok {
-		b.WriteString("| leave one model out, as calibrate measured it |  |")
-		for _, m := range Metrics {
-			v, ok := r.Calibration.Fit["lomo_mape_"+m]
-			b.WriteString(" " + pct(v, ok) + " |")
-		}
-		b.WriteString("\n")
+	for _, pr := range r.OutOfSample {
+		row(fmt.Sprintf("%s (%d refits)", pr.Protocol.Label, pr.Folds), pr.Rows, nil)
 	}
 	var gpus []string
 	for _, res := range r.Results {
@@ -295,8 +512,34 @@ func (r *Report) Markdown() []byte {
 		})
 	}
 
+	if rc := r.Regimes(); len(rc) > 0 {
+		b.WriteString("\n## The knee: regime and intervals\n\nA run is on the right side of the knee when it is predicted overloaded (TTFT mean ≥ 10 s) exactly when " +
+			"the measurement is. A 90% interval is the prediction times the factors that bound 90% of the out-of-sample errors on other " +
+			"models' runs; near the knee (utilization × the slow end of the ITL interval ≥ 0.9) it also spans the run simulated with every " +
+			"step at both ends of that interval. Coverage is the share of measured whole-run values inside their intervals (target 85–95%).\n\n" +
+			"| predictions | right side of the knee | interval coverage | runs near the knee |\n|---|---:|---:|---:|\n")
+		cov := map[string]Coverage{}
+		for _, c := range r.Coverage {
+			cov[c.Label] = c
+		}
+		for _, g := range rc {
+			c, ok := cov[g.Label]
+			cell, near := "–", "–"
+			if ok && c.Total > 0 {
+				cell, near = fmt.Sprintf("%.1f%% (%d of %d)", 100*c.Share(), c.Inside, c.Total), strconv.Itoa(c.NearKnee)
+			}
+			fmt.Fprintf(&b, "| %s | %d of %d | %s | %s |\n", g.Label, g.Right, g.Total, cell, near)
+		}
+		for _, g := range rc {
+			for _, id := range g.Wrong {
+				fmt.Fprintf(&b, "\n- %s: %s on the wrong side of the knee", g.Label, id)
+			}
+		}
+		b.WriteString("\n")
+	}
+
 	if others := r.otherSimulators(); len(others) > 0 {
-		lomo := r.LOMO != nil
+		lomo := r.protocolRows("model") != nil
 		b.WriteString("\n## Beside other simulators\n\nEach simulator's published whole-run MAPE on the runs it predicted, and eppsim's on the same runs " +
 			"(their APEs as the file states them; some were computed on a prefix of the run). eppsim's in-sample figures are on runs its " +
 			"calibration was fitted on")
@@ -343,14 +586,19 @@ func (r *Report) Markdown() []byte {
 		}
 	}
 
-	b.WriteString("\n## Every run (whole run)\n\n| run | GPU | TP |")
+	b.WriteString("\n## Every run (whole run)\n\nUtilization is the busiest stage's rate over the sustainable rate eppsim estimates for its mix " +
+		"(docs/latency.md, \"The knee\"), with the limit that binds there.\n\n| run | GPU | TP | utilization (binding) |")
 	for _, m := range HeadlineMetrics {
 		fmt.Fprintf(&b, " %s predicted / actual (APE) |", m)
 	}
-	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(HeadlineMetrics)) + "\n")
+	b.WriteString("\n|---|---|---:|---|" + strings.Repeat("---:|", len(HeadlineMetrics)) + "\n")
 	for _, res := range r.Results {
 		e := res.Experiment
-		fmt.Fprintf(&b, "| %s%s | %s | %d |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], gpuOf(e), e.TP)
+		knee := "–"
+		if res.Knee != nil {
+			knee = fmt.Sprintf("%.2f (%s)", res.Utilization, res.Knee.Binding)
+		}
+		fmt.Fprintf(&b, "| %s%s | %s | %d | %s |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], gpuOf(e), e.TP, knee)
 		p, a := res.Predicted["summary"], e.MeasuredValues("summary")
 		for _, m := range HeadlineMetrics {
 			av, ok := a[m]

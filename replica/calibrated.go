@@ -123,9 +123,40 @@ type Calibration struct {
 	// EppsimVersion is the eppsim that fitted it.
 	EppsimVersion string       `json:"eppsim_version,omitempty"`
 	Coefficients  Coefficients `json:"coefficients"`
-	// Fit reports how well it fits, per metric (MAPE %, in-sample and
-	// leave-one-model-out), as calibrate measured it.
+	// Fit reports how well it fits, per metric (MAPE %, in sample and
+	// under each out-of-sample protocol), as calibrate measured it.
 	Fit map[string]float64 `json:"fit,omitempty"`
+	// Folds are the refits of calibrate's out-of-sample protocols, each
+	// fitted without the runs it names: validate latency predicts those
+	// runs with them (docs/latency.md, "How well it predicts").
+	Folds []CalibrationFold `json:"folds,omitempty"`
+	// Intervals are, per latency metric, the factors that bound 90% of
+	// the calibration's out-of-sample errors (measured ÷ predicted, whole
+	// runs, leave one model out): a prediction p has the interval [p·Low,
+	// p·High] (docs/latency.md, "Intervals"). Empty without protocol runs.
+	Intervals map[string]Interval `json:"intervals,omitempty"`
+}
+
+// Interval is a pair of factors around a prediction.
+type Interval struct {
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
+	// Runs is the number of out-of-sample errors the factors come from.
+	Runs int `json:"runs"`
+}
+
+// CalibrationFold is one refit of an out-of-sample protocol.
+type CalibrationFold struct {
+	// Protocol is the protocol's name (model, load, tp, gpu); HeldOut
+	// names the group it held out, Runs the ids of its runs.
+	Protocol string   `json:"protocol"`
+	HeldOut  string   `json:"held_out"`
+	Runs     []string `json:"runs"`
+	// TrainedOn is the number of runs the refit was fitted on; Weights
+	// the metric weights its objective used (empty: all 1).
+	TrainedOn    int                `json:"trained_on"`
+	Weights      map[string]float64 `json:"weights,omitempty"`
+	Coefficients Coefficients       `json:"coefficients"`
 }
 
 // defaultCalibrationYAML is the calibration that ships: fitted by `eppsim
@@ -133,6 +164,23 @@ type Calibration struct {
 //
 //go:embed calibrations/default.yaml
 var defaultCalibrationYAML []byte
+
+// priorCalibrationYAML is the documented prior where calibrate starts
+// (calibrations/prior.yaml).
+//
+//go:embed calibrations/prior.yaml
+var priorCalibrationYAML []byte
+
+// PriorCalibration returns the documented prior of the calibration: round
+// physical magnitudes, not fitted, where `eppsim calibrate` starts its
+// full fit and every out-of-sample refit.
+func PriorCalibration() Calibration {
+	c, err := ParseCalibration(priorCalibrationYAML, "calibrations/prior.yaml")
+	if err != nil {
+		panic(err) // embedded and tested: a failure is a build error
+	}
+	return c
+}
 
 // DefaultCalibration returns the shipped calibration.
 func DefaultCalibration() Calibration {
@@ -161,6 +209,19 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 	}
 	if err := c.Coefficients.Validate(); err != nil {
 		return Calibration{}, fmt.Errorf("%s: coefficients.%w", file, err)
+	}
+	for m, iv := range c.Intervals {
+		if !(iv.Low > 0) || !(iv.High >= iv.Low) || math.IsInf(iv.High, 0) {
+			return Calibration{}, fmt.Errorf("%s: intervals.%s: want 0 < low ≤ high, got %v and %v", file, m, iv.Low, iv.High)
+		}
+	}
+	for i, f := range c.Folds {
+		if err := f.Coefficients.Validate(); err != nil {
+			return Calibration{}, fmt.Errorf("%s: folds[%d].coefficients.%w", file, i, err)
+		}
+		if f.Protocol == "" || len(f.Runs) == 0 {
+			return Calibration{}, fmt.Errorf("%s: folds[%d]: protocol and runs are required", file, i)
+		}
 	}
 	return c, nil
 }

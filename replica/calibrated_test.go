@@ -132,6 +132,12 @@ func TestCalibratedMoEAndTP(t *testing.T) {
 }
 
 func TestCalibrationFiles(t *testing.T) {
+	// The prior is not fitted: its values are the documented round
+	// magnitudes of calibrations/prior.yaml.
+	p := PriorCalibration().Coefficients
+	if p.StepUs != 200 || p.LayerUs != 10 || p.EtaWeights != 0.7 || p.MFU != 0.6 || p.AllReduceUs != 8 || p.EtaLink != 0.8 || p.IngestUs != 5000 {
+		t.Errorf("prior %+v: not the documented values", p)
+	}
 	d := DefaultCalibration()
 	if d.Name == "" || d.Coefficients.Validate() != nil {
 		t.Fatalf("shipped calibration %+v", d)
@@ -150,6 +156,8 @@ func TestCalibrationFiles(t *testing.T) {
 		{"name: x\ncoefficients: {step_us: -1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5}\n", "coefficients.step_us: -1 must not be negative"},
 		{"name: x\ncoefficients: {stepus: 1}\n", `unknown field "stepus"; did you mean step_us?`},
 		{"name: [\n", "bad.yaml: "},
+		{"name: x\ncoefficients: {step_us: 1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5, roofline_exponent: 2}\nfolds: [{protocol: model, runs: [a], coefficients: {eta_weights: 2}}]\n", "folds[0].coefficients.eta_weights: 2 must be in (0, 1]"},
+		{"name: x\ncoefficients: {step_us: 1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5, roofline_exponent: 2}\nfolds: [{protocol: model, coefficients: {mfu: 0.5, eta_weights: 0.5, eta_kv: 0.5, eta_link: 0.5, roofline_exponent: 2}}]\n", "folds[0]: protocol and runs are required"},
 	} {
 		_, err := ParseCalibration([]byte(tc.yaml), "bad.yaml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -278,5 +286,125 @@ func TestCalibratedBlendMemo(t *testing.T) {
 		if got, want := cm.StepTime(batch), fresh(batch); got != want {
 			t.Fatalf("step %d (%d sequences): %d ns memoized, %d ns afresh", i, len(batch), got, want)
 		}
+	}
+}
+
+// TestCalibratedDecodeUnderLoad: attention reads every running sequence's
+// whole KV cache each step, so a decode step's time grows with the batch
+// times the context (vllm-engine.md B.1: K = KV bytes per token × context
+// tokens) while the weights are read once; worked by hand for
+// Llama-3.1-8B on an H100 (128 KiB of KV per token).
+func TestCalibratedDecodeUnderLoad(t *testing.T) {
+	m, g := mustModel(t, "meta-llama/Llama-3.1-8B-Instruct"), mustGPU(t, "H100")
+	c := testCoefficients()
+	cm, err := NewCalibratedModel(c, m, &g, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		linear = 6_979_321_856.0
+		lmHead = 128256 * 4096.0
+		kvTok  = 131072.0
+		bw     = 3.35e12
+		peak   = 989.5e12 * 0.5
+		pair   = 4 * 32 * 4096.0 // attention FLOPs per (query, key) pair
+	)
+	weights := (linear + lmHead) * 2 / (bw * 0.8)
+	for _, tc := range []struct {
+		batch, context int
+	}{{1, 4000}, {16, 4000}, {128, 4000}, {128, 500}} {
+		b, ctx := float64(tc.batch), float64(tc.context)
+		kv := kvTok * (ctx + 1) * b / (bw * 0.5)
+		attn := b * (ctx + 1) * pair / peak
+		lin := math.Max(weights, (b*2*linear+b*2*lmHead)/peak)
+		want := (500+10*32.0)*1e-6 + b*5e-6 + lin + math.Max(kv, attn)
+		got := float64(cm.StepTime(repeat(BatchEntry{NewTokens: 1, Context: tc.context, Decode: true}, tc.batch))) / 1e9
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%d decodes at %d context: %.6f s, want %.6f s", tc.batch, tc.context, got, want)
+		}
+	}
+	// Under load the KV reads overtake the weights: 128 sequences at 4,000
+	// tokens read 67.1 GB of KV against 15.0 GB of weights, so the step
+	// takes (0.82 + 0.64 + 5.60 + 40.1) ms against (0.82 + 0.005 + 5.60 +
+	// 0.31) ms for one: 7.0×.
+	light := cm.StepTime(repeat(BatchEntry{NewTokens: 1, Context: 4000, Decode: true}, 1))
+	heavy := cm.StepTime(repeat(BatchEntry{NewTokens: 1, Context: 4000, Decode: true}, 128))
+	if r := float64(heavy) / float64(light); r < 6.9 || r > 7.1 {
+		t.Errorf("128 decodes take %.2f× one at 4,000 context, want 7.0×", r)
+	}
+}
+
+// TestCalibratedMixedStep: under chunked prefill one step runs decodes and
+// a prefill chunk together (vllm-engine.md A.5): the weights are read once
+// for all new tokens, the linear compute counts every new token, and
+// attention reads every sequence's context and computes each chunk's
+// causal pairs; worked by hand for Llama-3.1-8B on an H100.
+func TestCalibratedMixedStep(t *testing.T) {
+	m, g := mustModel(t, "meta-llama/Llama-3.1-8B-Instruct"), mustGPU(t, "H100")
+	cm, err := NewCalibratedModel(testCoefficients(), m, &g, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		linear = 6_979_321_856.0
+		lmHead = 128256 * 4096.0
+		kvTok  = 131072.0
+		bw     = 3.35e12
+		peak   = 989.5e12 * 0.5
+		pair   = 4 * 32 * 4096.0
+	)
+	batch := append(repeat(BatchEntry{NewTokens: 1, Context: 1000, Decode: true}, 32), BatchEntry{NewTokens: 2016, Context: 0})
+	n, seqs := 32+2016.0, 33.0
+	kvTokens := 32*1001 + 2016.0
+	pairs := 32*1001 + 2016*(2017/2.0)
+	want := (500+10*32.0)*1e-6 + seqs*5e-6 +
+		math.Max((linear+lmHead)*2/(bw*0.8), (n*2*linear+seqs*2*lmHead)/peak) +
+		math.Max(kvTok*kvTokens/(bw*0.5), pairs*pair/peak)
+	got := float64(cm.StepTime(batch)) / 1e9
+	if math.Abs(got-want) > 1e-9 {
+		t.Errorf("32 decodes + a 2,016-token chunk: %.6f s, want %.6f s", got, want)
+	}
+	// The chunk makes the step compute-bound: the decodes then cost only
+	// their own compute and KV, not another read of the weights.
+	alone := float64(cm.StepTime(batch[32:])) / 1e9
+	if got-alone > 0.5*(linear+lmHead)*2/(bw*0.8) {
+		t.Errorf("the decodes add %.6f s to the chunk's %.6f s: more than half a read of the weights", got-alone, alone)
+	}
+}
+
+// TestCalibratedMoESmallBatch: Llama-4-Scout routes each token to 1 of 16
+// experts, so a step of 11 tokens reaches 16·(1 − (15/16)^11) = 8.13
+// experts of each MoE layer on average (tokens routed independently and
+// uniformly: an upper bound, since a real router's imbalance reaches
+// fewer) and reads only their weights.
+func TestCalibratedMoESmallBatch(t *testing.T) {
+	m, g := mustModel(t, "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"), mustGPU(t, "H100")
+	if m.MoE == nil || m.MoE.Experts != 16 || m.MoE.ExpertsPerToken != 1 {
+		t.Fatalf("Scout's MoE: %+v", m.MoE)
+	}
+	c := testCoefficients()
+	c.StepUs, c.LayerUs, c.SeqUs, c.AllReduceUs = 0, 0, 0, 0
+	cm, err := NewCalibratedModel(c, m, &g, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached := 16 * (1 - math.Pow(15.0/16, 11))
+	if math.Abs(reached-8.13) > 0.01 {
+		t.Fatalf("reached %v", reached)
+	}
+	w := cm.denseBytes + float64(m.MoE.Layers)*reached*cm.expertBytes
+	mem := w / (3.35e12 * 0.8)
+	// All-reduce of 11·5120·2 bytes on 2 GPUs: one-stage, the peer's
+	// buffer at 450 GB/s × 0.5, two per layer.
+	ar := 2 * 48 * 11 * 5120 * 2 / (450e9 * 0.5)
+	got := cm.seconds(11, 11, 0, 0)
+	cmp := (11*cm.linFlops + 11*cm.lmFlops) / (1979e12 * 0.5)
+	if want := math.Max(mem, cmp) + ar; math.Abs(got-want) > 1e-12 {
+		t.Errorf("11 tokens: %.9f s, want %.9f s", got, want)
+	}
+	// A batch that reaches every expert reads them all.
+	all := cm.denseBytes + float64(m.MoE.Layers)*16*cm.expertBytes
+	if got := cm.seconds(1, 4000, 0, 0) - 2*48*4000*5120*2/(450e9*0.5); math.Abs(got-math.Max(all/(3.35e12*0.8), (4000*cm.linFlops+cm.lmFlops)/(1979e12*0.5))) > 1e-9 {
+		t.Errorf("4,000 tokens: %.9f s does not read every expert", got)
 	}
 }

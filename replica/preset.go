@@ -56,6 +56,11 @@ type Preset struct {
 	// calibration (Delays).
 	IngestUs         float64 `json:"ingest_us"`
 	PerOutputTokenUs float64 `json:"per_output_token_us"`
+	// StepScale, when > 0 and not 1, multiplies every step the model
+	// gives: the step-time uncertainty of a latency interval near the
+	// knee (docs/latency.md, "Intervals") is simulated this way. Not part
+	// of the preset file.
+	StepScale float64 `json:"-"`
 
 	// Arch and GPU are the resolved model and GPU.
 	Arch *arch.Model `json:"-"`
@@ -322,14 +327,18 @@ func (p Preset) WithCalibration(c Calibration, ref string) Preset {
 // StepModelID names the step-time model and its constants for summaries:
 // "calibrated NAME@HASH", "roofline" or "linear".
 func (p *Preset) StepModelID() string {
+	id := p.StepModel
 	switch p.StepModel {
 	case "", "calibrated":
+		id = "calibrated"
 		if p.Calibration != nil {
-			return "calibrated " + p.Calibration.ID()
+			id += " " + p.Calibration.ID()
 		}
-		return "calibrated"
 	}
-	return p.StepModel
+	if p.StepScale > 0 && p.StepScale != 1 {
+		id += fmt.Sprintf(" ×%g", p.StepScale)
+	}
+	return id
 }
 
 // Delays returns the non-blocking per-request delays in µs: the mean ingest
@@ -445,8 +454,26 @@ func (p *Preset) KVBlockBytesPerRank() (int64, error) {
 }
 
 // Model returns the preset's step-time model, bound to its model, GPU, TP
-// and KV dtype.
+// and KV dtype, every step multiplied by StepScale when set.
 func (p *Preset) Model() (StepModel, error) {
+	m, err := p.unscaledModel()
+	if err != nil || p.StepScale <= 0 || p.StepScale == 1 {
+		return m, err
+	}
+	return scaledSteps{m: m, scale: p.StepScale}, nil
+}
+
+// scaledSteps multiplies every step of m by scale.
+type scaledSteps struct {
+	m     StepModel
+	scale float64
+}
+
+func (s scaledSteps) StepTime(batch []BatchEntry) int64 {
+	return int64(float64(s.m.StepTime(batch))*s.scale + 0.5)
+}
+
+func (p *Preset) unscaledModel() (StepModel, error) {
 	rooflineFor := func() (*Roofline, error) {
 		if p.Arch == nil {
 			return nil, fmt.Errorf("preset %s: model and GPU not resolved", p.Name)

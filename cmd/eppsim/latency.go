@@ -156,11 +156,8 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
-	rows := []mapeRow{{"eppsim, in sample", rep.MAPEs()}}
-	if lomo := recordedLOMO(c); len(lomo) > 0 {
-		rows = append(rows, mapeRow{"leave one model out (as calibrate measured it)", lomo})
-	}
-	printMAPE(w, rows...)
+	printMAPE(w, append([]mapeRow{{"eppsim, in sample", rep.MAPEs()}}, protocolRows(rep)...)...)
+	printKnee(w, rep)
 	printOthers(w, rep)
 	printOverloaded(w, rep)
 	fmt.Fprintf(w, "\nwrote %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.MarkdownFile, latency.PlotName, f.out)
@@ -195,15 +192,39 @@ func printMAPE(w io.Writer, rows ...mapeRow) {
 	tw.Flush()
 }
 
-// recordedLOMO is the leave-one-model-out MAPE a calibration records.
-func recordedLOMO(c replica.Calibration) map[string]float64 {
-	out := map[string]float64{}
-	for _, m := range latency.Metrics {
-		if v, ok := c.Fit["lomo_mape_"+m]; ok {
-			out[m] = v
+// printKnee prints, in sample and per protocol, how many runs are on the
+// right side of the knee and the coverage of the 90% intervals.
+func printKnee(w io.Writer, rep *latency.Report) {
+	cov := map[string]latency.Coverage{}
+	for _, c := range rep.Coverage {
+		cov[c.Label] = c
+	}
+	fmt.Fprintln(w, "\nthe knee (predicted overloaded, TTFT mean ≥ 10 s, exactly when measured) and 90% interval coverage (target 85–95%)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "predictions\tright side of the knee\tinterval coverage\tnear the knee\t\n")
+	for _, g := range rep.Regimes() {
+		c, ok := cov[g.Label]
+		cell, near := "–", "–"
+		if ok && c.Total > 0 {
+			cell, near = fmt.Sprintf("%.1f%% of %d", 100*c.Share(), c.Total), fmt.Sprint(c.NearKnee)
+		}
+		fmt.Fprintf(tw, "%s\t%d of %d\t%s\t%s\t\n", g.Label, g.Right, g.Total, cell, near)
+	}
+	tw.Flush()
+	for _, g := range rep.Regimes() {
+		for _, id := range g.Wrong {
+			fmt.Fprintf(w, "  wrong side (%s): %s\n", g.Label, id)
 		}
 	}
-	return out
+}
+
+// protocolRows are the report's out-of-sample rows, one per protocol.
+func protocolRows(rep *latency.Report) []mapeRow {
+	var rows []mapeRow
+	for _, p := range rep.ProtocolMAPEs() {
+		rows = append(rows, mapeRow{fmt.Sprintf("%s (%d runs)", p.Label, p.Runs), p.MAPE})
+	}
+	return rows
 }
 
 // printOthers prints each other simulator's whole-run MAPE beside
@@ -258,22 +279,26 @@ func printOverloaded(w io.Writer, rep *latency.Report) {
 }
 
 type calibrateFlags struct {
-	out        string
-	engine     string
-	start      string
-	name       string
-	free       string
-	budget     int
-	lomoBudget int
-	stageLimit int
-	lomo       bool
-	weights    []string
-	report     string
-	force      bool
-	workers    int
-	seed       uint64
-	dpi        int
-	quiet      bool
+	out         string
+	engine      string
+	start       string
+	name        string
+	free        string
+	budget      int
+	foldBudget  int
+	stageLimit  int
+	lomo        bool
+	protocols   []string
+	weights     []string
+	candidates  []string
+	innerFolds  int
+	innerBudget int
+	report      string
+	force       bool
+	workers     int
+	seed        uint64
+	dpi         int
+	quiet       bool
 }
 
 func newCalibrateCmd() *cobra.Command {
@@ -303,14 +328,21 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 	fl := cmd.Flags()
 	fl.StringVar(&f.out, "out", "", "calibration file to write (required)")
 	fl.StringVar(&f.engine, "engine", "", engineHelp)
-	fl.StringVar(&f.start, "start", "", "calibration to start from (default: the one that ships)")
+	fl.StringVar(&f.start, "start", "", "calibration to start from, the full fit and every --protocol refit alike (default: the documented prior, replica/calibrations/prior.yaml; starting from a calibration fitted on the same runs would carry what the held-out runs taught it into the refits)")
 	fl.StringVar(&f.name, "name", "", "name of the calibration (default: the --out file's base name)")
 	fl.StringVar(&f.free, "free", strings.Join(latency.DefaultFree, ","), "coefficients to fit, comma-separated (of "+strings.Join(replica.CoefficientNames, ", ")+")")
 	fl.IntVar(&f.budget, "budget", 300, "objective evaluations of the fit (each simulates every fitted run)")
-	fl.IntVar(&f.lomoBudget, "lomo-budget", 0, "objective evaluations of each leave-one-model-out refit (0: --budget/3)")
+	fl.IntVar(&f.foldBudget, "fold-budget", 0, "objective evaluations of each --protocol refit (0: --budget)")
+	fl.IntVar(&f.foldBudget, "lomo-budget", 0, "old name of --fold-budget")
+	_ = fl.MarkDeprecated("lomo-budget", "use --fold-budget")
 	fl.IntVar(&f.stageLimit, "stage-limit", 300, "simulate at most this many seconds of each load stage while fitting (0: whole runs); the reported fit simulates whole runs")
 	fl.StringArrayVar(&f.weights, "metric-weight", nil, "METRIC=W: weigh METRIC's terms in the objective by W > 0 (default 1; metrics: "+strings.Join(latency.FitMetrics, ", ")+"); repeatable")
-	fl.BoolVar(&f.lomo, "leave-one-model-out", false, "also measure the error on each model with a calibration fitted without it")
+	fl.StringArrayVar(&f.protocols, "protocol", nil, "out-of-sample protocol to run after the fit (repeatable; \"all\" for every one): "+protocolNames()+
+		"; each refits once per held-out group, from --start with --fold-budget evaluations, and predicts the group's runs")
+	fl.BoolVar(&f.lomo, "leave-one-model-out", false, "same as --protocol model")
+	fl.StringArrayVar(&f.candidates, "weight-candidate", nil, "a candidate set of metric weights, \"uniform\" or METRIC=W,METRIC=W (repeatable): with two or more, every fit chooses among them by an inner cross-validation on its own training runs (--inner-folds, --inner-budget); overrides --metric-weight")
+	fl.IntVar(&f.innerFolds, "inner-folds", 3, "folds (runs grouped by model) of the inner cross-validation that chooses among --weight-candidate")
+	fl.IntVar(&f.innerBudget, "inner-budget", 0, "objective evaluations of each inner fit (0: --budget/3)")
 	fl.StringVar(&f.report, "report", "", "also write the validation report of the result to this directory")
 	fl.BoolVar(&f.force, "force", false, "overwrite --out and write into a non-empty --report directory")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
@@ -326,8 +358,12 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		return withExitCode(2, errors.New("--out is required (the calibration file to write)"))
 	case f.budget < 1:
 		return withExitCode(2, fmt.Errorf("--budget %d: must be at least 1", f.budget))
-	case f.lomoBudget < 0:
-		return withExitCode(2, fmt.Errorf("--lomo-budget %d: must not be negative", f.lomoBudget))
+	case f.foldBudget < 0:
+		return withExitCode(2, fmt.Errorf("--fold-budget %d: must not be negative", f.foldBudget))
+	case f.innerFolds < 2:
+		return withExitCode(2, fmt.Errorf("--inner-folds %d: must be at least 2", f.innerFolds))
+	case f.innerBudget < 0:
+		return withExitCode(2, fmt.Errorf("--inner-budget %d: must not be negative", f.innerBudget))
 	case f.stageLimit < 0:
 		return withExitCode(2, fmt.Errorf("--stage-limit %d: must not be negative (0 = whole runs)", f.stageLimit))
 	case f.workers < 1:
@@ -345,9 +381,19 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	if err != nil {
 		return withExitCode(2, err)
 	}
-	start, err := loadCalibration(f.start)
+	candidates, err := parseWeightCandidates(f.candidates)
 	if err != nil {
-		return withExitCode(2, fmt.Errorf("--start: %w", err))
+		return withExitCode(2, err)
+	}
+	protocols, err := parseProtocols(f.protocols, f.lomo)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	start := replica.PriorCalibration()
+	if f.start != "" {
+		if start, err = loadCalibration(f.start); err != nil {
+			return withExitCode(2, fmt.Errorf("--start: %w", err))
+		}
 	}
 	var free []string
 	for _, n := range strings.Split(f.free, ",") {
@@ -374,8 +420,9 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
-		Start: start, Free: free, Budget: f.budget, LOMOBudget: f.lomoBudget, StageLimit: f.stageLimit,
-		LeaveOneModelOut: f.lomo, Weights: weights, Seed: f.seed, Workers: f.workers, Progress: progress,
+		Start: start, Free: free, Budget: f.budget, FoldBudget: f.foldBudget, StageLimit: f.stageLimit,
+		Protocols: protocols, Weights: weights, Candidates: candidates, InnerFolds: f.innerFolds, InnerBudget: f.innerBudget,
+		Seed: f.seed, Workers: f.workers, Progress: progress,
 		Name: name, Source: strings.Join(bases, ", "), Version: version,
 	})
 	if err != nil {
@@ -395,8 +442,22 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		return err
 	}
 	rep := &latency.Report{Source: source, Calibration: res.Calibration, Results: res.Results, Rows: latency.Rows(res.Results)}
-	if res.LOMO != nil {
-		rep.LOMO = latency.Rows(res.LOMO)
+	for _, p := range res.Protocols {
+		n := 0
+		for _, fr := range p.Folds {
+			if fr.Skipped == "" {
+				n++
+			}
+		}
+		pr := latency.ProtocolRows{Protocol: p.Protocol, Folds: n, Results: p.Results, Rows: latency.Rows(p.Results)}
+		for _, fr := range p.Folds {
+			if fr.Skipped == "" {
+				for range fr.Fold.Test {
+					pr.Coefficients = append(pr.Coefficients, fr.Fit.Coefficients)
+				}
+			}
+		}
+		rep.OutOfSample = append(rep.OutOfSample, pr)
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "calibration %s: fitted %s on %d runs in %d evaluations (objective %.4f)\n\n", res.Calibration.ID(),
@@ -405,17 +466,12 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	fmt.Fprintln(w)
 	printFit(w, rep)
 	fmt.Fprintln(w)
-	rows := []mapeRow{{"in sample", rep.MAPEs()}}
-	if rep.LOMO != nil {
-		lm := map[string]float64{}
-		for _, m := range latency.Metrics {
-			if v, n := latency.MAPE(rep.LOMO, m, nil); n > 0 {
-				lm[m] = v
-			}
-		}
-		rows = append(rows, mapeRow{"leave one model out", lm})
+	if err := rep.SetCoverage(ctx, latency.Options{Seed: f.seed}, f.workers); err != nil {
+		return err
 	}
+	rows := append([]mapeRow{{"in sample", rep.MAPEs()}}, protocolRows(rep)...)
 	printMAPE(w, rows...)
+	printKnee(w, rep)
 	printOthers(w, rep)
 	printOverloaded(w, rep)
 	if f.report != "" {
@@ -476,6 +532,61 @@ func printFit(w io.Writer, rep *latency.Report) {
 
 // parseMetricWeights reads calibrate's --metric-weight values (METRIC=W,
 // METRIC one of latency.FitMetrics, W a finite number > 0).
+// protocolNames lists the out-of-sample protocols for help texts.
+func protocolNames() string {
+	var parts []string
+	for _, p := range latency.Protocols {
+		parts = append(parts, fmt.Sprintf("%s (%s)", p.Name, p.Label))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// parseProtocols reads --protocol values ("all" for every protocol) and
+// --leave-one-model-out.
+func parseProtocols(vals []string, lomo bool) ([]string, error) {
+	var out []string
+	add := func(name string) {
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	if lomo {
+		add("model")
+	}
+	for _, v := range vals {
+		if v == "all" {
+			for _, p := range latency.Protocols {
+				add(p.Name)
+			}
+			continue
+		}
+		p, err := latency.LookupProtocol(v)
+		if err != nil {
+			return nil, fmt.Errorf("--protocol: %w", err)
+		}
+		add(p.Name)
+	}
+	return out, nil
+}
+
+// parseWeightCandidates reads --weight-candidate values: "uniform" or
+// METRIC=W pairs separated by commas.
+func parseWeightCandidates(vals []string) ([]map[string]float64, error) {
+	var out []map[string]float64
+	for _, v := range vals {
+		if strings.TrimSpace(v) == "uniform" {
+			out = append(out, map[string]float64{})
+			continue
+		}
+		w, err := parseMetricWeights(strings.Split(v, ","))
+		if err != nil {
+			return nil, fmt.Errorf("--weight-candidate %q: %w", v, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
 func parseMetricWeights(vals []string) (map[string]float64, error) {
 	if len(vals) == 0 {
 		return nil, nil

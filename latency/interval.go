@@ -1,0 +1,212 @@
+package latency
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/eppsim/eppsim/replica"
+)
+
+// IntervalLevel is the share of out-of-sample errors a latency interval
+// is built to bound (docs/latency.md, "Intervals").
+const IntervalLevel = 0.90
+
+// NearKnee is the utilization at which a run counts as near its knee
+// when its steps are as slow as the interval allows: its utilization
+// (Result.Utilization) times the slow end of the ITL interval reaches
+// it. Such a run's intervals also take the simulations at both ends of
+// the step-time uncertainty, since near the knee a few per cent of step
+// time move TTFT by orders of magnitude.
+const NearKnee = 0.9
+
+// Factors computes, per metric, the interval factors of the whole-run rows
+// keep selects: the (1−IntervalLevel)/2 and (1+IntervalLevel)/2 quantiles
+// of measured ÷ predicted (linear interpolation between order
+// statistics). Metrics with fewer than 5 errors get none.
+func Factors(rows []Row, keep func(id string) bool) map[string]replica.Interval {
+	by := map[string][]float64{}
+	for _, r := range rows {
+		if r.Scope != "summary" || math.IsNaN(r.Actual) || !(r.Predicted > 0) || (keep != nil && !keep(r.Experiment)) {
+			continue
+		}
+		by[r.Metric] = append(by[r.Metric], r.Actual/r.Predicted)
+	}
+	out := map[string]replica.Interval{}
+	for m, v := range by {
+		if len(v) < 5 {
+			continue
+		}
+		slices.Sort(v)
+		out[m] = replica.Interval{Low: quantile(v, (1-IntervalLevel)/2), High: quantile(v, (1+IntervalLevel)/2), Runs: len(v)}
+	}
+	return out
+}
+
+// quantile is the q-quantile of sorted v with linear interpolation
+// between the closest ranks (numpy's default).
+func quantile(v []float64, q float64) float64 {
+	r := q * float64(len(v)-1)
+	lo := int(math.Floor(r))
+	if lo >= len(v)-1 {
+		return v[len(v)-1]
+	}
+	return v[lo] + (r-float64(lo))*(v[lo+1]-v[lo])
+}
+
+// Bounds is a prediction's interval.
+type Bounds struct{ Low, High float64 }
+
+// Contains reports whether x is inside b.
+func (b Bounds) Contains(x float64) bool { return x >= b.Low && x <= b.High }
+
+// Coverage is how many measured values fell inside their predicted
+// intervals, whole runs, every metric.
+type Coverage struct {
+	Label         string
+	Inside, Total int
+	// ByMetric counts inside and total per metric.
+	ByMetric map[string][2]int
+	// NearKnee counts the runs whose intervals took the knee
+	// simulations.
+	NearKnee int
+}
+
+// Share is Inside/Total (NaN when nothing was checked).
+func (c Coverage) Share() float64 {
+	if c.Total == 0 {
+		return math.NaN()
+	}
+	return float64(c.Inside) / float64(c.Total)
+}
+
+// intervalCase is one run's prediction whose intervals coverage checks:
+// the coefficients that predicted it (for the knee simulations).
+type intervalCase struct {
+	res *Result
+	co  replica.Coefficients
+}
+
+// coverage builds every case's intervals — factors from the pool's errors
+// on runs of other models than the case's, and, near the knee, the
+// simulations with steps scaled to both ends of the ITL interval — and
+// counts the measured values inside. It also returns each case's
+// intervals by run id and metric.
+func coverage(ctx context.Context, label string, cases []intervalCase, pool []Row, c replica.Calibration, o Options, workers int) (Coverage, map[string]map[string]Bounds, error) {
+	cov := Coverage{Label: label, ByMetric: map[string][2]int{}}
+	bounds := map[string]map[string]Bounds{}
+	modelOf := map[string]string{}
+	for _, k := range cases {
+		modelOf[k.res.Experiment.ID] = k.res.Experiment.Model
+	}
+	for _, k := range cases {
+		e := k.res.Experiment
+		if !e.HasMeasurement() || e.Overloaded() {
+			continue
+		}
+		model := e.Model
+		f := Factors(pool, func(id string) bool {
+			m, ok := modelOf[id]
+			return !ok || m != model
+		})
+		if len(f) == 0 {
+			continue
+		}
+		b, near, err := runBounds(ctx, k, f, c, o, workers)
+		if err != nil {
+			return Coverage{}, nil, err
+		}
+		if near {
+			cov.NearKnee++
+		}
+		bounds[e.ID] = b
+		cov.count(e, b)
+	}
+	return cov, bounds, nil
+}
+
+// count adds run e's measured whole-run values, inside b or not.
+func (cov *Coverage) count(e *Experiment, b map[string]Bounds) {
+	a := e.MeasuredValues("summary")
+	for _, m := range Metrics {
+		bb, ok := b[m]
+		av, measured := a[m]
+		if !ok || !measured {
+			continue
+		}
+		in := cov.ByMetric[m]
+		in[1]++
+		cov.Total++
+		if bb.Contains(av) {
+			in[0]++
+			cov.Inside++
+		}
+		cov.ByMetric[m] = in
+	}
+}
+
+// runBounds is one prediction's intervals per metric (whole run): p·Low
+// to p·High of the factors, widened near the knee to the predictions of
+// the run simulated with every step Low and High times the ITL factors.
+func runBounds(ctx context.Context, k intervalCase, f map[string]replica.Interval, c replica.Calibration, o Options, workers int) (map[string]Bounds, bool, error) {
+	p := k.res.Predicted["summary"]
+	out := map[string]Bounds{}
+	for _, m := range Metrics {
+		iv, ok := f[m]
+		v, has := p[m]
+		if !ok || !has {
+			continue
+		}
+		out[m] = Bounds{Low: v * iv.Low, High: v * iv.High}
+	}
+	itl, ok := f["itl_mean"]
+	if !ok || !(k.res.Utilization*itl.High >= NearKnee) {
+		return out, false, nil
+	}
+	fc := c
+	fc.Coefficients = k.co
+	ends := make([]Values, 2)
+	for i, scale := range []float64{itl.Low, itl.High} {
+		so := o
+		so.StepScale = scale
+		rs, err := SimulateAll(ctx, []*Experiment{k.res.Experiment}, fc, so, workers)
+		if err != nil {
+			return nil, false, fmt.Errorf("knee interval: %w", err)
+		}
+		ends[i] = rs[0].Predicted["summary"]
+	}
+	for m, b := range out {
+		if v, ok := ends[0][m]; ok {
+			b.Low = min(b.Low, v)
+		}
+		if v, ok := ends[1][m]; ok {
+			b.High = max(b.High, v)
+		}
+		out[m] = b
+	}
+	return out, true, nil
+}
+
+// fixedCoverage is coverage with the calibration's recorded factors for
+// every case.
+func fixedCoverage(ctx context.Context, label string, cases []intervalCase, c replica.Calibration, o Options, workers int) (Coverage, map[string]map[string]Bounds, error) {
+	cov := Coverage{Label: label, ByMetric: map[string][2]int{}}
+	bounds := map[string]map[string]Bounds{}
+	for _, k := range cases {
+		e := k.res.Experiment
+		b, near, err := runBounds(ctx, k, c.Intervals, c, o, workers)
+		if err != nil {
+			return Coverage{}, nil, err
+		}
+		bounds[e.ID] = b
+		if !e.HasMeasurement() || e.Overloaded() {
+			continue
+		}
+		if near {
+			cov.NearKnee++
+		}
+		cov.count(e, b)
+	}
+	return cov, bounds, nil
+}
