@@ -762,9 +762,9 @@ func (r *DiffResult) html(plots []renderedPlot, dpi int) []byte {
 		b.WriteString("<h2>" + esc(p.Label()) + "</h2>\n<table>\n<thead><tr><th>metric</th><th>baseline</th><th>current</th>" +
 			"<th>change</th><th>threshold</th><th>verdict</th></tr></thead>\n<tbody>\n")
 		for _, row := range p.Rows {
-			b.WriteString("<tr><td><code>" + esc(row.Metric) + "</code></td><td>" + esc(cellValue(row.Baseline)) + "</td><td>" +
-				esc(cellValue(row.Current)) + "</td><td>" + esc(row.changeCell()) + "</td><td>" + esc(row.thresholdCell()) +
-				"</td><td class=\"" + string(row.Verdict) + "\">" + esc(strings.Trim(verdictText(row.Verdict), "*")) + "</td></tr>\n")
+			b.WriteString("<tr><td><code>" + esc(row.Metric) + "</code></td><td>" + esc(row.baselineCell()) + "</td><td>" +
+				esc(row.currentCell()) + "</td><td>" + esc(row.changeCell()) + "</td><td>" + esc(row.thresholdCell()) +
+				"</td><td class=\"" + string(row.Verdict) + "\">" + esc(strings.ReplaceAll(row.verdictCell(), "**", "")) + "</td></tr>\n")
 		}
 		b.WriteString("</tbody>\n</table>\n")
 		if len(p.Changes) > 0 {
