@@ -251,3 +251,38 @@ func TestUndefinedShares(t *testing.T) {
 		t.Fatal("true hit ratio undefined with 64 prompt tokens")
 	}
 }
+
+// TestClassWithoutCompletions: a class whose requests were all shed has
+// no latency: its TTFT and queue rows are null in summary.json and n/a in
+// the tables, and the finding says it completed nothing instead of
+// "p99 TTFT 0 ms".
+func TestClassWithoutCompletions(t *testing.T) {
+	a := NewAggregator()
+	for i := range 2 {
+		a.Add(&sim.Record{ID: int64(i), Objective: "critical", Priority: 10, Outcome: sim.Rejected, Cause: "fc-capacity", HTTPStatus: 429})
+	}
+	a.Add(&sim.Record{ID: 2, Objective: "batch", Priority: -1, Outcome: sim.Completed, TTFT: 4e6, E2E: 8e6, Completion: 8e6})
+	s := a.Summary(fleet4())
+	hi := s.Classes.ByClass[0]
+	if hi.Objective != "critical" || hi.Completed != 0 || hi.TTFT.P99.Defined() || hi.EPPQueue.P50.Defined() || hi.EngineQueue.P99.Defined() {
+		t.Fatalf("critical %+v", hi)
+	}
+	tree := jsonTree(t, s)
+	row := tree["classes"].(map[string]any)["by_class"].([]any)[0].(map[string]any)
+	if ttft := row["ttft_ms"].(map[string]any); ttft["p99"] != nil || ttft["mean"] != nil {
+		t.Errorf("critical ttft_ms %v, want nulls", ttft)
+	}
+	want := "fc: the highest class, critical (p 10), completed none of its 2 requests after warm-up; the lowest, batch (p -1), had 0 of 1 requests shed"
+	if got := classSentence(NamedSummary{Name: "fc", Summary: s}); !strings.HasPrefix(got, want) {
+		t.Errorf("finding %q\nwant prefix %q", got, want)
+	}
+	_, rows := classTable([]NamedSummary{{Name: "fc", Summary: s}})
+	if got := strings.Join(rows[0][7:], " "); got != "n/a n/a n/a n/a n/a" {
+		t.Errorf("class table latencies %q", got)
+	}
+	for _, r := range HeadlineRows([]NamedSummary{{Name: "fc", Summary: s}}) {
+		if r.Group == "class critical (p 10)" && strings.HasPrefix(r.Label, "TTFT") && r.Cells[0] != "n/a" {
+			t.Errorf("%s: %q", r.Label, r.Cells[0])
+		}
+	}
+}

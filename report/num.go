@@ -69,6 +69,14 @@ func fn(n Num, prec int) string {
 	return ff(float64(n), prec)
 }
 
+// p50p99 is a "p50 / p99" cell, na for an empty sample.
+func p50p99(d Dist, prec int) string {
+	if !d.P50.Defined() {
+		return na
+	}
+	return fn(d.P50, prec) + " / " + fn(d.P99, prec)
+}
+
 // pctN formats a share as a percentage ("17.6%"), na when undefined.
 func pctN(n Num) string {
 	if !n.Defined() {

@@ -244,12 +244,6 @@ func pdRows(runs []NamedSummary, group func(string, ...rowDef)) {
 			return f(s.PD)
 		}
 	}
-	p50p99 := func(d Dist, prec int) string {
-		if !d.P50.Defined() {
-			return na
-		}
-		return fn(d.P50, prec) + " / " + fn(d.P99, prec)
-	}
 	group("P/D disaggregation",
 		rowDef{"disaggregated (share of requests)", pd(func(p *PDSummary) string { return pct(p.DisaggregatedShare) })},
 		rowDef{"decode-only because", pd(func(p *PDSummary) string { return reasonCells(p) })},
