@@ -125,6 +125,8 @@ type Engine struct {
 	scratch     []uint32
 	hits        []int32
 	maxLen      int
+	// maxLenWhy says which limit maxLen is, for the rejection message.
+	maxLenWhy string
 }
 
 // NewEngine returns an idle engine. model gives step durations.
@@ -147,8 +149,9 @@ func NewEngine(cfg Config, model StepModel) (*Engine, error) {
 	// vLLM refuses to start when max_model_len exceeds the KV capacity; a
 	// sequence longer than the capacity could never be scheduled.
 	e.maxLen = (cfg.NumGPUBlocks - 1) * cfg.BlockSize
+	e.maxLenWhy = fmt.Sprintf("the KV cache: num_gpu_blocks %d less vLLM's null block, of block_size %d tokens", cfg.NumGPUBlocks, cfg.BlockSize)
 	if cfg.MaxModelLen > 0 && cfg.MaxModelLen < e.maxLen {
-		e.maxLen = cfg.MaxModelLen
+		e.maxLen, e.maxLenWhy = cfg.MaxModelLen, "max_model_len"
 	}
 	return e, nil
 }
@@ -208,7 +211,7 @@ func (e *Engine) Add(r *Request, now int64) error {
 		return fmt.Errorf("request %d: output length %d, want at least 1", r.ID, r.OutputLen)
 	}
 	if n := len(r.Prompt) + r.OutputLen; n > e.maxLen {
-		return fmt.Errorf("request %d: %d prompt + %d output tokens exceed the engine's maximum sequence length %d", r.ID, len(r.Prompt), r.OutputLen, e.maxLen)
+		return fmt.Errorf("request %d: %d prompt + %d output tokens exceed the engine's maximum sequence length %d (%s)", r.ID, len(r.Prompt), r.OutputLen, e.maxLen, e.maxLenWhy)
 	}
 	if r.Remote != nil && e.pd == nil {
 		return fmt.Errorf("request %d: a P/D decode leg needs an engine with a KV transfer configuration", r.ID)

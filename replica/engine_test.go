@@ -491,3 +491,30 @@ func TestKVEventCarriesCacheSalt(t *testing.T) {
 		t.Fatalf("unsalted request: extra keys %q, reuse %d", rec.events[1].ExtraKeys, r.NumCachedTokens)
 	}
 }
+
+// TestAddTooLongSaysWhichLimit: a request longer than the engine's maximum
+// sequence is refused with the limit that binds, so that a run whose every
+// request is refused can say why: with 2 blocks of 16 tokens one is vLLM's
+// null block, so the KV cache holds 16 tokens; with max_model_len 10 below
+// that capacity, 10.
+func TestAddTooLongSaysWhichLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		blocks, mml int
+		want        string
+	}{
+		{"kv cache", 2, 0, "request 7: 20 prompt + 1 output tokens exceed the engine's maximum sequence length 16 (the KV cache: num_gpu_blocks 2 less vLLM's null block, of block_size 16 tokens)"},
+		{"max_model_len", 100, 10, "request 7: 20 prompt + 1 output tokens exceed the engine's maximum sequence length 10 (max_model_len)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := NewEngine(Config{BlockSize: 16, NumGPUBlocks: tc.blocks, MaxNumBatchedTokens: 64, MaxNumSeqs: 4, MaxModelLen: tc.mml}, &Linear{StepUs: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = e.Add(&Request{ID: 7, Prompt: seq(0, 20), OutputLen: 1}, 0)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Add: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -279,7 +279,7 @@ func classRows(runs []NamedSummary, group func(string, ...rowDef)) {
 			if s.Classes == nil {
 				return dash
 			}
-			return ff(s.Classes.EPPQueue.P99, 1)
+			return fn(s.Classes.EPPQueue.P99, 1)
 		}},
 		rowDef{"shed / expired / evicted / other rejected", func(s *Summary) string {
 			if s.Classes == nil {
@@ -294,23 +294,27 @@ func classRows(runs []NamedSummary, group func(string, ...rowDef)) {
 			rowDef{"completed / requests", cell(k, func(r ClassRow) string {
 				return strconv.Itoa(r.Completed) + " / " + strconv.Itoa(r.Requests)
 			})},
-			rowDef{"TTFT p50 / p99 (ms)", cell(k, func(r ClassRow) string { return ff(r.TTFT.P50, 1) + " / " + ff(r.TTFT.P99, 1) })},
-			rowDef{"EPP queue p50 / p99 (ms)", cell(k, func(r ClassRow) string { return ff(r.EPPQueue.P50, 1) + " / " + ff(r.EPPQueue.P99, 1) })},
+			rowDef{"TTFT p50 / p99 (ms)", cell(k, func(r ClassRow) string { return p50p99(r.TTFT, 1) })},
+			rowDef{"EPP queue p50 / p99 (ms)", cell(k, func(r ClassRow) string { return p50p99(r.EPPQueue, 1) })},
 			rowDef{"shed / expired / evicted / other rejected", cell(k, ClassRow.rejections)},
 		)
 	}
 }
 
 // classSentence is the finding of a run with classes: the highest class's
-// p99 TTFT and the lowest class's shed, expired and evicted requests.
+// p99 TTFT and the lowest class's shed, expired and evicted requests (a
+// highest class that completed nothing has no p99: the sentence says so).
 func classSentence(r NamedSummary) string {
 	c := r.Summary.Classes
 	if c == nil || len(c.ByClass) < 2 {
 		return ""
 	}
 	hi, lo := c.ByClass[0], c.ByClass[len(c.ByClass)-1]
-	return r.Name + ": the highest class, " + ClassLabel(hi) + ", has p99 TTFT " + ff(hi.TTFT.P99, 0) + " ms (EPP queue p99 " +
-		ff(hi.EPPQueue.P99, 0) + " ms); the lowest, " + ClassLabel(lo) + ", had " + strconv.Itoa(lo.shed()) + " of " +
+	top := "has p99 TTFT " + fn(hi.TTFT.P99, 0) + " ms (EPP queue p99 " + fn(hi.EPPQueue.P99, 0) + " ms)"
+	if !hi.TTFT.P99.Defined() {
+		top = "completed none of its " + strconv.Itoa(hi.Requests) + " requests after warm-up"
+	}
+	return r.Name + ": the highest class, " + ClassLabel(hi) + ", " + top + "; the lowest, " + ClassLabel(lo) + ", had " + strconv.Itoa(lo.shed()) + " of " +
 		strconv.Itoa(lo.Requests) + " requests shed, " + strconv.Itoa(lo.expired()) + " expired in the EPP's queue and " +
 		strconv.Itoa(lo.evicted()) + " evicted in flight."
 }
@@ -399,7 +403,7 @@ func classTable(runs []NamedSummary) (header []string, rows [][]string) {
 		for _, c := range r.Summary.Classes.ByClass {
 			rows = append(rows, []string{r.Name, ClassLabel(c), strconv.Itoa(c.Completed) + " / " + strconv.Itoa(c.Requests),
 				strconv.Itoa(c.shed()), strconv.Itoa(c.expired()), strconv.Itoa(c.evicted()), strconv.Itoa(c.otherRejected()),
-				ff(c.TTFT.P50, 1), ff(c.TTFT.P99, 1), ff(c.EPPQueue.P50, 1), ff(c.EPPQueue.P99, 1), ff(c.EngineQueue.P99, 1)})
+				fn(c.TTFT.P50, 1), fn(c.TTFT.P99, 1), fn(c.EPPQueue.P50, 1), fn(c.EPPQueue.P99, 1), fn(c.EngineQueue.P99, 1)})
 		}
 	}
 	return header, rows

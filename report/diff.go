@@ -601,6 +601,22 @@ func lookup(tree map[string]any, keys []string) (float64, bool) {
 	return v, ok
 }
 
+// isNull reports whether keys name a null in a run's JSON tree: a metric
+// the run has but could not measure (docs/metrics.md, undefined values).
+func isNull(tree map[string]any, keys []string) bool {
+	var cur any = tree
+	for _, k := range keys {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[k]; !ok {
+			return false
+		}
+	}
+	return cur == nil
+}
+
 // ---------------------------------------------------------------------
 // Comparison
 
@@ -625,6 +641,11 @@ const (
 	VerdictMissing Verdict = "missing"
 	// VerdictInfo: shown for context; no threshold.
 	VerdictInfo Verdict = "info"
+	// VerdictNotComparable: the metric is undefined (null) on one side or
+	// both, e.g. a latency of a run that completed no request after
+	// warm-up. A checked metric the baseline has and the current run
+	// cannot measure fails the comparison (DiffRow.Fails).
+	VerdictNotComparable Verdict = "not-comparable"
 )
 
 // DiffOptions control Diff.
@@ -692,8 +713,19 @@ type DiffRow struct {
 	// Noise is the noise band (0 with one run per side).
 	Noise   float64 `json:"noise"`
 	Verdict Verdict `json:"verdict"`
+	// BaselineNull and CurrentNull count the runs of each side where the
+	// metric is null (undefined); such a side has no statistic (Baseline
+	// or Current is nil) and the verdict is VerdictNotComparable.
+	BaselineNull int `json:"baseline_null,omitempty"`
+	CurrentNull  int `json:"current_null,omitempty"`
+	// Fails: the row fails the comparison, a regression or a checked
+	// metric the baseline measured and the current run could not.
+	Fails bool `json:"fails,omitempty"`
 
 	th *Threshold
+	// bRuns, cRuns count the runs of each side that have the metric,
+	// null or not.
+	bRuns, cRuns int
 }
 
 // FieldChange is one field that differs in strict mode.
@@ -870,7 +902,19 @@ func (g *runGroup) seeds() []uint64 {
 	return out
 }
 
-// values returns the metric's values over the group's runs that have it.
+// nulls counts the group's runs where the metric is null.
+func (g *runGroup) nulls(keys []string) int {
+	n := 0
+	for _, r := range g.runs {
+		if isNull(r.tree, keys) {
+			n++
+		}
+	}
+	return n
+}
+
+// values returns the metric's values over the group's runs that have it
+// (a null is not a value).
 func (g *runGroup) values(keys []string) []float64 {
 	var vs []float64
 	for _, r := range g.runs {
@@ -985,7 +1029,7 @@ func Diff(base, cur *RunSet, opts DiffOptions) (*DiffResult, error) {
 			pd.Changes = fieldChanges(pd.base, pd.cur, opts.Tolerance)
 		}
 		for _, r := range pd.Rows {
-			if r.Verdict == VerdictRegression {
+			if r.Fails {
 				res.Regressions++
 			}
 		}
@@ -1019,14 +1063,30 @@ func Diff(base, cur *RunSet, opts DiffOptions) (*DiffResult, error) {
 }
 
 // compareMetric compares one metric of a pair; ok is false when neither
-// side has it.
+// side has it. A side where the metric is null in any run has no
+// statistic: the row is not comparable (a mean over the runs that
+// measured something would hide the ones that did not), and it fails when
+// the metric is checked and the baseline has a value.
 func compareMetric(pd *PairDiff, keys []string, th *Threshold) (DiffRow, bool) {
-	row := DiffRow{Metric: strings.Join(keys, "."), Baseline: newSideStat(pd.base.values(keys)), Current: newSideStat(pd.cur.values(keys)), th: th}
-	if row.Baseline == nil && row.Current == nil {
+	bv, cv := pd.base.values(keys), pd.cur.values(keys)
+	row := DiffRow{Metric: strings.Join(keys, "."), BaselineNull: pd.base.nulls(keys), CurrentNull: pd.cur.nulls(keys), th: th}
+	row.bRuns, row.cRuns = len(bv)+row.BaselineNull, len(cv)+row.CurrentNull
+	if row.BaselineNull == 0 {
+		row.Baseline = newSideStat(bv)
+	}
+	if row.CurrentNull == 0 {
+		row.Current = newSideStat(cv)
+	}
+	if row.bRuns == 0 && row.cRuns == 0 {
 		return row, false
 	}
 	if th != nil {
 		row.Threshold = th.Spec()
+	}
+	if row.BaselineNull > 0 || row.CurrentNull > 0 {
+		row.Verdict = VerdictNotComparable
+		row.Fails = th != nil && row.Baseline != nil && row.CurrentNull > 0
+		return row, true
 	}
 	if row.Baseline == nil || row.Current == nil {
 		row.Verdict = VerdictMissing
@@ -1047,7 +1107,7 @@ func compareMetric(pd *PairDiff, keys []string, th *Threshold) (DiffRow, bool) {
 	bad := float64(th.Sign) * row.Change
 	switch {
 	case bad > row.Limit && bad > row.Noise:
-		row.Verdict = VerdictRegression
+		row.Verdict, row.Fails = VerdictRegression, true
 	case bad > row.Limit:
 		row.Verdict = VerdictNoise
 	case -bad > row.Limit && -bad > row.Noise:
@@ -1374,6 +1434,40 @@ func (r *DiffRow) changeCell() string {
 	return s
 }
 
+// sideCell renders one side of a row: its statistic, or "null" where
+// the metric is undefined ("null in 2 of 5 runs").
+func (r *DiffRow) sideCell(s *SideStat, nulls, runs int) string {
+	switch {
+	case nulls == 0:
+		return cellValue(s)
+	case nulls == runs && runs == 1:
+		return "null"
+	}
+	return "null in " + strconv.Itoa(nulls) + " of " + strconv.Itoa(runs) + " runs"
+}
+
+func (r *DiffRow) baselineCell() string { return r.sideCell(r.Baseline, r.BaselineNull, r.bRuns) }
+func (r *DiffRow) currentCell() string  { return r.sideCell(r.Current, r.CurrentNull, r.cRuns) }
+
+// verdictCell is the verdict column; a row that is not comparable says
+// which side is undefined, in capitals when that fails the comparison.
+func (r *DiffRow) verdictCell() string {
+	if r.Verdict != VerdictNotComparable {
+		return verdictText(r.Verdict)
+	}
+	side := "undefined in baseline and current"
+	switch {
+	case r.BaselineNull == 0:
+		side = "undefined in current"
+	case r.CurrentNull == 0:
+		side = "undefined in baseline"
+	}
+	if r.Fails {
+		return "**NOT COMPARABLE**: " + side + ", the check cannot pass"
+	}
+	return "not comparable: " + side
+}
+
 func (r *DiffRow) thresholdCell() string {
 	if r.Threshold == "" {
 		return dash
@@ -1418,7 +1512,7 @@ func (r *DiffResult) headline() string {
 }
 
 func (p *PairDiff) regressed() bool {
-	return slices.ContainsFunc(p.Rows, func(r DiffRow) bool { return r.Verdict == VerdictRegression })
+	return slices.ContainsFunc(p.Rows, func(r DiffRow) bool { return r.Fails })
 }
 
 // Markdown renders the comparison for a CI job summary or PR comment.
@@ -1426,17 +1520,23 @@ func (r *DiffResult) Markdown() []byte {
 	var b bytes.Buffer
 	b.WriteString("## eppsim diff: " + r.headline() + "\n\n")
 	b.WriteString("Baseline " + mdCode(r.Baseline) + ", current " + mdCode(r.Current) + ".")
-	var nReg, nChg int
+	var nReg, nUndef, nChg int
 	for _, p := range r.Pairs {
 		for _, row := range p.Rows {
-			if row.Verdict == VerdictRegression {
+			switch {
+			case row.Verdict == VerdictRegression:
 				nReg++
+			case row.Fails:
+				nUndef++
 			}
 		}
 		nChg += len(p.Changes)
 	}
 	if nReg > 0 {
 		fmt.Fprintf(&b, " **%s beyond %s.**", plural(nReg, "metric"), map[bool]string{true: "its threshold", false: "their thresholds"}[nReg == 1])
+	}
+	if nUndef > 0 {
+		fmt.Fprintf(&b, " **%s undefined (null) in current: nothing there to check.**", plural(nUndef, "checked metric"))
 	}
 	if nChg > 0 {
 		fmt.Fprintf(&b, " **%s changed beyond the tolerance.**", plural(nChg, "field"))
@@ -1456,8 +1556,8 @@ func (r *DiffResult) Markdown() []byte {
 		b.WriteString("| metric | baseline | current | change | threshold | verdict |\n|---|---:|---:|---:|---:|---|\n")
 		for j := range p.Rows {
 			row := &p.Rows[j]
-			b.WriteString("| " + mdCode(row.Metric) + " | " + cellValue(row.Baseline) + " | " + cellValue(row.Current) + " | " +
-				row.changeCell() + " | " + mdEscape(row.thresholdCell()) + " | " + verdictText(row.Verdict) + " |\n")
+			b.WriteString("| " + mdCode(row.Metric) + " | " + row.baselineCell() + " | " + row.currentCell() + " | " +
+				row.changeCell() + " | " + mdEscape(row.thresholdCell()) + " | " + row.verdictCell() + " |\n")
 		}
 		if len(p.Changes) > 0 {
 			fmt.Fprintf(&b, "\n%d fields changed beyond the tolerance (%g relative):\n\n", len(p.Changes), r.Tolerance)
@@ -1530,8 +1630,11 @@ func (r *DiffResult) RegressedMetrics() []string {
 	var out []string
 	for _, p := range r.Pairs {
 		for _, row := range p.Rows {
-			if row.Verdict == VerdictRegression {
+			switch {
+			case row.Verdict == VerdictRegression:
 				out = append(out, p.Label()+": "+row.Metric)
+			case row.Fails:
+				out = append(out, p.Label()+": "+row.Metric+" (undefined in current)")
 			}
 		}
 		for _, c := range p.Changes {

@@ -18,7 +18,7 @@ import (
 func testSummary(seed uint64, ttftP99 float64) *Summary {
 	s := &Summary{}
 	s.Requests.Total, s.Requests.Complete = 100, 100
-	s.Latency.TTFT = Dist{Mean: 50, P50: 40, P90: 80, P95: 90, P99: ttftP99, Max: 2 * ttftP99}
+	s.Latency.TTFT = Dist{Mean: 50, P50: 40, P90: 80, P95: 90, P99: Num(ttftP99), Max: Num(2 * ttftP99)}
 	s.Latency.E2E = Dist{Mean: 500, P50: 400, P90: 800, P95: 900, P99: 1000, Max: 1200}
 	s.Throughput.RequestsPerS = 10
 	s.Cache.TrueHitRatio, s.Cache.OracleHitRatio = 0.5, 0.6

@@ -735,7 +735,7 @@ func diffHitFigure(res *DiffResult, bd, cd *sideData) figure {
 	return f
 }
 
-const diffStyle = `td.regression{color:#b00;font-weight:700}td.improved{color:#070}td.noise{color:#a60}
+const diffStyle = `td.regression,td.fails{color:#b00;font-weight:700}td.improved{color:#070}td.noise{color:#a60}
 .banner{padding:.6em 1em;border-radius:4px;font-weight:600}.banner.bad{background:#fde2e2;color:#900}.banner.good{background:#e3f4e3;color:#060}
 `
 
@@ -762,9 +762,13 @@ func (r *DiffResult) html(plots []renderedPlot, dpi int) []byte {
 		b.WriteString("<h2>" + esc(p.Label()) + "</h2>\n<table>\n<thead><tr><th>metric</th><th>baseline</th><th>current</th>" +
 			"<th>change</th><th>threshold</th><th>verdict</th></tr></thead>\n<tbody>\n")
 		for _, row := range p.Rows {
-			b.WriteString("<tr><td><code>" + esc(row.Metric) + "</code></td><td>" + esc(cellValue(row.Baseline)) + "</td><td>" +
-				esc(cellValue(row.Current)) + "</td><td>" + esc(row.changeCell()) + "</td><td>" + esc(row.thresholdCell()) +
-				"</td><td class=\"" + string(row.Verdict) + "\">" + esc(strings.Trim(verdictText(row.Verdict), "*")) + "</td></tr>\n")
+			class := string(row.Verdict)
+			if row.Fails && row.Verdict != VerdictRegression {
+				class += " fails"
+			}
+			b.WriteString("<tr><td><code>" + esc(row.Metric) + "</code></td><td>" + esc(row.baselineCell()) + "</td><td>" +
+				esc(row.currentCell()) + "</td><td>" + esc(row.changeCell()) + "</td><td>" + esc(row.thresholdCell()) +
+				"</td><td class=\"" + class + "\">" + esc(strings.ReplaceAll(row.verdictCell(), "**", "")) + "</td></tr>\n")
 		}
 		b.WriteString("</tbody>\n</table>\n")
 		if len(p.Changes) > 0 {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
@@ -21,9 +22,19 @@ func Findings(runs []NamedSummary) []string {
 		}
 	}
 	var out []string
+	// A run that measured nothing comes first: every other sentence
+	// about it would be about an empty set.
+	for _, r := range rs {
+		if s := unmeasuredSentence(r); s != "" {
+			out = append(out, s)
+		}
+	}
 	if len(rs) > 1 {
 		ref := rs[0]
 		for _, x := range rs[1:] {
+			if !Measured(x.Summary) || !Measured(ref.Summary) {
+				continue
+			}
 			out = append(out, tradeOffSentence(x, ref))
 			if s := queueSentence(x, ref); s != "" {
 				out = append(out, s)
@@ -46,7 +57,9 @@ func Findings(runs []NamedSummary) []string {
 		}
 	}
 	for _, r := range rs {
-		out = append(out, ladderSentence(r))
+		if s := ladderSentence(r); s != "" {
+			out = append(out, s)
+		}
 		if s := queueEffectSentence(r); s != "" {
 			out = append(out, s)
 		}
@@ -88,15 +101,16 @@ func ratioPhrase(x, ref float64) string {
 // vs 490.3 ms) at 3.0× lower true hit ratio (0.058 vs 0.176)."
 func tradeOffSentence(x, ref NamedSummary) string {
 	xs, rs := x.Summary, ref.Summary
-	ttft := ratioPhrase(xs.Latency.TTFT.P50, rs.Latency.TTFT.P50)
+	xt, rt := float64(xs.Latency.TTFT.P50), float64(rs.Latency.TTFT.P50)
+	xh, rh := float64(xs.Cache.TrueHitRatio), float64(rs.Cache.TrueHitRatio)
+	ttft := ratioPhrase(xt, rt)
 	than := " than "
 	if strings.HasSuffix(ttft, "same") {
 		than = " as "
 	}
 	return x.Name + ": TTFT p50 " + ttft + than + ref.Name +
-		" (" + ff(xs.Latency.TTFT.P50, 1) + " vs " + ff(rs.Latency.TTFT.P50, 1) + " ms) at " +
-		ratioPhrase(xs.Cache.TrueHitRatio, rs.Cache.TrueHitRatio) + " true hit ratio (" +
-		ff(xs.Cache.TrueHitRatio, 3) + " vs " + ff(rs.Cache.TrueHitRatio, 3) + ")."
+		" (" + ff(xt, 1) + " vs " + ff(rt, 1) + " ms) at " +
+		ratioPhrase(xh, rh) + " true hit ratio (" + ff(xh, 3) + " vs " + ff(rh, 3) + ")."
 }
 
 // queueSentence says where the slower of two configs (by TTFT p50, when
@@ -111,21 +125,23 @@ func queueSentence(x, ref NamedSummary) string {
 		slow, fast = fast, slow
 	}
 	ss, fs := slow.Summary, fast.Summary
-	if st, ft := ss.Latency.TTFT.P50, fs.Latency.TTFT.P50; !(st > 0) || st < ft*(1+sameWithin) {
+	if st, ft := float64(ss.Latency.TTFT.P50), float64(fs.Latency.TTFT.P50); !(st > 0) || !(st >= ft*(1+sameWithin)) {
 		return ""
 	}
 	var parts []string
-	if sq, fq := ss.Latency.Queue.P50, fs.Latency.Queue.P50; sq >= fq*(1+sameWithin) && sq-fq >= 0.1 {
+	if sq, fq := float64(ss.Latency.Queue.P50), float64(fs.Latency.Queue.P50); sq >= fq*(1+sameWithin) && sq-fq >= 0.1 {
 		parts = append(parts, "requests wait "+ff(sq, 1)+" ms (p50) in a replica queue before their first step, against "+
 			ff(fq, 1)+" ms under "+fast.Name)
 	}
-	if sp, fp := ss.Latency.TPOT.P50, fs.Latency.TPOT.P50; fp > 0 && sp >= fp*(1+sameWithin) {
+	// TPOT is undefined when every request had one output token: NaN
+	// fails every comparison here.
+	if sp, fp := float64(ss.Latency.TPOT.P50), float64(fs.Latency.TPOT.P50); fp > 0 && sp >= fp*(1+sameWithin) {
 		parts = append(parts, "its replicas' steps are slower: TPOT p50 "+ff(sp, 2)+" ms against "+ff(fp, 2)+" ms")
 	}
-	if si, fi := ss.Routing.Imbalance, fs.Routing.Imbalance; si > 0 && fi > 0 && si >= fi*(1+sameWithin) {
+	if si, fi := float64(ss.Routing.Imbalance), float64(fs.Routing.Imbalance); si > 0 && fi > 0 && si >= fi*(1+sameWithin) {
 		p := "the load is less even: the busiest replica gets " + ff(si, 2) + "× the mean request count against " + ff(fi, 2) + "×"
 		if ss.Routing.IdleReplicas > fs.Routing.IdleReplicas {
-			p += ", and " + strconv.Itoa(ss.Routing.IdleReplicas) + " of " + strconv.Itoa(ss.Routing.Replicas) + " replicas get none"
+			p += ", and " + fn(ss.Routing.IdleReplicas, 0) + " of " + strconv.Itoa(ss.Routing.Replicas) + " replicas get none"
 		}
 		parts = append(parts, p)
 	}
@@ -145,20 +161,24 @@ const tieShareWorthSaying = 0.10
 // saying (no idle replica and few ties) or the fleet has one replica.
 func routingSentence(r NamedSummary) string {
 	rt := r.Summary.Routing
+	if !rt.IdleReplicas.Defined() {
+		// Nothing measured: every replica would read as idle.
+		return ""
+	}
 	var parts []string
 	if rt.TieShare >= tieShareWorthSaying {
-		parts = append(parts, "decides "+pct(rt.TieShare)+" of requests by tie-break")
+		parts = append(parts, "decides "+pctN(rt.TieShare)+" of requests by tie-break")
 	}
 	if rt.IdleReplicas > 0 {
-		parts = append(parts, "leaves "+strconv.Itoa(rt.IdleReplicas)+" of "+strconv.Itoa(rt.Replicas)+" replicas idle")
+		parts = append(parts, "leaves "+fn(rt.IdleReplicas, 0)+" of "+strconv.Itoa(rt.Replicas)+" replicas idle")
 	}
 	if len(parts) == 0 || rt.Replicas < 2 {
 		return ""
 	}
 	s := r.Name + " " + strings.Join(parts, " and ")
 	if rt.BusiestReplica != "" {
-		s += "; the busiest, " + rt.BusiestReplica + ", received " + pct(rt.BusiestShare) + " of the requests (" +
-			ff(rt.Imbalance, 2) + "× the mean)"
+		s += "; the busiest, " + rt.BusiestReplica + ", received " + pctN(rt.BusiestShare) + " of the requests (" +
+			fn(rt.Imbalance, 2) + "× the mean)"
 	}
 	return s + "."
 }
@@ -169,12 +189,16 @@ func points(v float64) string { return ff(100*v, 1) + " points" }
 // ladderSentence: "default: infinite cache 37.4% → best replica 17.8% →
 // chosen replica 17.6% → reused 17.6% of prompt tokens; the fleet's cache
 // capacity costs 19.6 points, routing 0.2 points (regret 0.322 M tokens)."
+// "" without measured prompt tokens (the ladder is undefined).
 func ladderSentence(r NamedSummary) string {
 	c := r.Summary.Cache
-	return r.Name + ": infinite cache " + pct(c.InfiniteHitRatio) + " → best replica " + pct(c.OracleHitRatio) +
-		" → chosen replica " + pct(c.RoutedHitRatio) + " → reused " + pct(c.TrueHitRatio) + " of prompt tokens; the fleet's cache capacity costs " +
-		points(c.InfiniteHitRatio-c.OracleHitRatio) + ", routing " + points(c.OracleHitRatio-c.RoutedHitRatio) +
-		" (regret " + MTokens(c.RegretTokens) + " M tokens)."
+	if !c.TrueHitRatio.Defined() || !c.InfiniteHitRatio.Defined() || !c.OracleHitRatio.Defined() || !c.RoutedHitRatio.Defined() {
+		return ""
+	}
+	inf, orc, rtd := float64(c.InfiniteHitRatio), float64(c.OracleHitRatio), float64(c.RoutedHitRatio)
+	return r.Name + ": infinite cache " + pct(inf) + " → best replica " + pct(orc) +
+		" → chosen replica " + pct(rtd) + " → reused " + pctN(c.TrueHitRatio) + " of prompt tokens; the fleet's cache capacity costs " +
+		points(inf-orc) + ", routing " + points(orc-rtd) + " (regret " + MTokens(c.RegretTokens) + " M tokens)."
 }
 
 // queueEffectWorthSaying is the queue effect (share of prompt tokens) from
@@ -198,14 +222,14 @@ func queueEffectSentence(r NamedSummary) string {
 	}
 	gained := "prefixes computed while requests waited in the replica queue (+" + MTokens(c.QueueGainedTokens) + " M tokens)"
 	lost := "evictions while requests waited in the replica queue (−" + MTokens(c.QueueLostTokens) + " M tokens)"
-	s := r.Name + ": reused " + pct(c.TrueHitRatio) + " of prompt tokens, " + points(math.Abs(eff))
+	s := r.Name + ": reused " + pctN(c.TrueHitRatio) + " of prompt tokens, " + points(math.Abs(eff))
 	if eff > 0 {
 		s += " above the chosen replica's share at routing time: " + gained
 		if c.QueueLostTokens > 0 {
 			s += " outweigh evictions meanwhile (−" + MTokens(c.QueueLostTokens) + " M tokens)"
 		}
 		if c.TrueHitRatio > c.OracleHitRatio {
-			s += "; this is why it exceeds the best replica's " + pct(c.OracleHitRatio)
+			s += "; this is why it exceeds the best replica's " + pctN(c.OracleHitRatio)
 		}
 	} else {
 		s += " below the chosen replica's share at routing time: " + lost
@@ -252,9 +276,20 @@ const underWorthSaying = 0.05
 // predicted tokens were not in the cache (over-prediction) and 2.0% of the
 // true reuse was not predicted; 98.6% of the over-prediction: evictions the
 // index did not see."
+// The shares are undefined when the producer predicted nothing (Σ P = 0)
+// or nothing was reused (Σ T = 0); the sentence says so instead.
 func predictionSentence(name, producer string, p *Prediction) string {
-	s := name + ", " + producer + ": " + pct(p.OverPredictedTokens) + " of its predicted tokens were not in the cache (over-prediction) and " +
-		pct(p.UnderPredictedTokens) + " of the true reuse was not predicted"
+	s := name + ", " + producer + ": "
+	if p.OverPredictedTokens.Defined() {
+		s += pct(float64(p.OverPredictedTokens)) + " of its predicted tokens were not in the cache (over-prediction)"
+	} else {
+		s += "it predicted no cached token"
+	}
+	if p.UnderPredictedTokens.Defined() {
+		s += " and " + pct(float64(p.UnderPredictedTokens)) + " of the true reuse was not predicted"
+	} else {
+		s += " and no token was reused"
+	}
 	if c, share, ok := topCause(p.OverByCause); ok && p.OverPredictedTokens > 0 {
 		s += "; " + pct(share) + " of the over-prediction: " + overCauseText[c]
 	}
@@ -277,16 +312,127 @@ func pdSentence(r NamedSummary) string {
 		s += " (decode-only: " + reasonCells(pd) + ")"
 	}
 	if pd.Disaggregated > 0 {
-		s += "; a KV read moves " + ff(pd.Transfer.MiBPerRank.P50, 0) + " MiB per rank in " + ff(pd.Transfer.TimeMs.P50, 1) +
-			" ms (p50), and the decode pods already held " + pct(pd.Transfer.DecodeHitShare) + " of those prompts"
+		s += "; a KV read moves " + fn(pd.Transfer.MiBPerRank.P50, 0) + " MiB per rank in " + fn(pd.Transfer.TimeMs.P50, 1) +
+			" ms (p50), and the decode pods already held " + pctN(pd.Transfer.DecodeHitShare) + " of those prompts"
 	}
 	if p := pd.Pools["prefill"]; p != nil && p.PrefillLegs > 0 {
-		s += "; prefill legs wait " + ff(p.QueueMs.P50, 1) + " ms and take " + ff(p.PrefillLegMs.P50, 1) + " ms (p50) on " +
+		s += "; prefill legs wait " + fn(p.QueueMs.P50, 1) + " ms and take " + fn(p.PrefillLegMs.P50, 1) + " ms (p50) on " +
 			strconv.Itoa(p.Replicas) + " prefill pods at " + pct(p.MeanKVUsage) + " mean KV usage"
 	}
 	if d := pd.Pools["decode"]; d != nil && d.DecodeLegs > 0 {
-		s += "; decode legs reach their first token in " + ff(d.DecodeLegMs.P50, 1) + " ms (p50) on " + strconv.Itoa(d.Replicas) +
-			" decode pods (load imbalance " + ff(d.LoadImbalance, 2) + ")"
+		s += "; decode legs reach their first token in " + fn(d.DecodeLegMs.P50, 1) + " ms (p50) on " + strconv.Itoa(d.Replicas) +
+			" decode pods (load imbalance " + fn(d.LoadImbalance, 2) + ")"
 	}
 	return s + "."
+}
+
+// Measured reports whether a summary has a measured request: a request
+// after warm-up that completed. Without one every latency, throughput,
+// hit ratio and routing share is undefined.
+func Measured(s *Summary) bool { return s != nil && s.Latency.E2E.Mean.Defined() }
+
+// Warnings are the sentences of the runs that measured nothing (the first
+// findings too), for stderr: such a run exits 0 — "this fleet serves
+// nothing" is an answer — but none of its metrics has a value.
+func Warnings(runs []NamedSummary) []string {
+	var out []string
+	for _, r := range runs {
+		if r.Summary != nil {
+			if s := unmeasuredSentence(r); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// rejectionText describes the rejection causes (Record.Cause) in the
+// finding of a run that measured nothing.
+var rejectionText = map[string]string{
+	"engine-rejected":   "refused by the engine",
+	"no-endpoints":      "left without an endpoint by the EPP's filters",
+	"legacy-saturated":  "shed by the EPP's saturation gate",
+	"fc-capacity":       "shed at flow control's queue capacity",
+	"fc-ttl-expired":    "expired in flow control's queue",
+	"fc-no-endpoints":   "left without an endpoint by flow control",
+	"fc-other":          "rejected by flow control",
+	"admit-denied":      "denied by an Admit plugin",
+	"evicted":           "evicted in flight",
+	"bad-request":       "refused as a bad request",
+	"scheduling-failed": "failed in the scheduler",
+}
+
+// maxRejectionCauses bounds the causes a finding lists.
+const maxRejectionCauses = 3
+
+// unmeasuredSentence explains a run without a measured request: "default:
+// every request was rejected (50 of 50): 50 refused by the engine
+// (engine-rejected), e.g. “request 0: 608 prompt + 217 output tokens exceed
+// the engine's maximum sequence length 10 (max_model_len)”; nothing is
+// measured, so latency, throughput, the hit-rate ladder and the routing
+// shares are undefined (null in summary.json, n/a in the tables)." ""
+// for a run that measured something.
+func unmeasuredSentence(r NamedSummary) string {
+	s := r.Summary
+	if Measured(s) {
+		return ""
+	}
+	req := s.Requests
+	warmup := ""
+	if s.Config != nil {
+		warmup = s.Config.Workload.Warmup
+	}
+	// Requests after warm-up that ended (rejected: none completed);
+	// without the aggregator's account (a summary read from JSON), the
+	// rejections of the whole run.
+	rejected, known := 0, s.rejections != nil
+	for _, x := range s.rejections {
+		rejected += x.requests
+	}
+	if !known {
+		rejected = req.Rejected
+	}
+	after := ""
+	if warmup != "" {
+		after = " after the warm-up"
+	}
+	var out string
+	switch {
+	case req.Total == 0 && req.InFlight == 0:
+		out = r.Name + ": the workload injected no request"
+	case !s.OfferedLoad.ArrivalSpanS.Defined() && req.InFlight == 0:
+		// No request after warm-up reached the EPP.
+		out = r.Name + ": all " + strconv.Itoa(req.Total) + " requests arrived during the warm-up"
+		if warmup != "" {
+			out += " (--warmup " + warmup + ")"
+		}
+		out += ", which every metric leaves out"
+	case req.InFlight == 0:
+		out = r.Name + ": every request" + after + " was rejected (" + strconv.Itoa(rejected) + " of " + strconv.Itoa(rejected) + ")"
+	default:
+		out = r.Name + ": no request" + after + " completed: " + strconv.Itoa(rejected) + " rejected, " +
+			strconv.Itoa(req.InFlight) + " still in flight at the end (a replica could never schedule them)"
+	}
+	if rejected > 0 {
+		var parts []string
+		for i, x := range s.rejections {
+			if i == maxRejectionCauses {
+				parts = append(parts, "…")
+				break
+			}
+			p := strconv.Itoa(x.requests) + " " + cmp.Or(rejectionText[x.cause], "rejected") + " (" + x.cause + ")"
+			if x.example != "" {
+				p += ", e.g. “" + x.example + "”"
+			}
+			parts = append(parts, p)
+		}
+		if !known && len(req.Reasons) > 0 {
+			parts = append(parts, "e.g. “"+slices.Sorted(maps.Keys(req.Reasons))[0]+"”")
+		}
+		if len(parts) > 0 {
+			out += ": " + strings.Join(parts, "; ")
+		}
+	}
+	return out + "; nothing is measured, so latency, throughput, the hit-rate ladder and the routing shares are undefined " +
+		"(null in summary.json, n/a in the tables)."
 }

@@ -9,12 +9,12 @@ import (
 // the default config on the shared Mooncake trace and 16 replicas.
 func fixedSummary(ttftP50, queueP50, trueRatio, imbalance float64, idle int) *Summary {
 	s := &Summary{}
-	s.Latency.TTFT.P50, s.Latency.Queue.P50, s.Latency.TPOT.P50 = ttftP50, queueP50, 8
+	s.Latency.TTFT.P50, s.Latency.Queue.P50, s.Latency.TPOT.P50 = Num(ttftP50), Num(queueP50), 8
 	if idle > 0 {
 		s.Latency.TPOT.P50 = 10.03
 	}
-	s.Cache.TrueHitRatio = trueRatio
-	s.Routing.Imbalance, s.Routing.IdleReplicas, s.Routing.Replicas = imbalance, idle, 16
+	s.Cache.TrueHitRatio = Num(trueRatio)
+	s.Routing.Imbalance, s.Routing.IdleReplicas, s.Routing.Replicas = Num(imbalance), Num(idle), 16
 	return s
 }
 

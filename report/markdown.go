@@ -254,7 +254,7 @@ func causeRows(cols []causeColumn) []Row {
 		if c.over {
 			v = c.p.OverPredictedTokens
 		}
-		rows[0].Cells = append(rows[0].Cells, ff(v, 3))
+		rows[0].Cells = append(rows[0].Cells, fn(v, 3))
 	}
 	for _, cause := range causeOrder {
 		row := Row{Label: causeLabel[cause]}
@@ -358,7 +358,11 @@ func (o *Output) routingLines() []string {
 			continue
 		}
 		rt := s.Routing
-		line := r.name + ": " + strconv.Itoa(rt.IdleReplicas) + " of " + strconv.Itoa(rt.Replicas) + " replicas received no requests"
+		if !rt.IdleReplicas.Defined() {
+			out = append(out, r.name+": no measured request, so no replica's share to report.")
+			continue
+		}
+		line := r.name + ": " + fn(rt.IdleReplicas, 0) + " of " + strconv.Itoa(rt.Replicas) + " replicas received no requests"
 		if rt.IdleReplicas > 0 {
 			var idle []string
 			for _, n := range order {
@@ -372,7 +376,7 @@ func (o *Output) routingLines() []string {
 			line += " (" + strings.Join(idle, ", ") + ")"
 		}
 		if rt.BusiestReplica != "" {
-			line += "; the busiest, " + rt.BusiestReplica + ", received " + pct(rt.BusiestShare) + " of them (" + ff(rt.Imbalance, 2) + "× the mean)"
+			line += "; the busiest, " + rt.BusiestReplica + ", received " + pctN(rt.BusiestShare) + " of them (" + fn(rt.Imbalance, 2) + "× the mean)"
 		}
 		out = append(out, line+".")
 	}

@@ -39,8 +39,9 @@ type PDSummary struct {
 		WaitMs   Dist    `json:"wait_ms"`
 		TotalGiB float64 `json:"total_gib_per_rank"`
 		// DecodeHitShare is Σ decode-pod hits ÷ Σ prompt tokens: the part
-		// of the prompts the decode pod held and did not read.
-		DecodeHitShare float64 `json:"decode_hit_share"`
+		// of the prompts the decode pod held and did not read (undefined
+		// without a disaggregated request).
+		DecodeHitShare Num `json:"decode_hit_share"`
 	} `json:"transfer"`
 	// Pools are the replicas grouped by their llm-d.ai/role label
 	// ("unlabeled" without one).
@@ -57,8 +58,9 @@ type PoolSummary struct {
 	// decode pod.
 	PrefillLegs int `json:"prefill_legs"`
 	DecodeLegs  int `json:"decode_legs"`
-	// LoadImbalance is the busiest replica's legs ÷ the pool's mean.
-	LoadImbalance float64 `json:"load_imbalance"`
+	// LoadImbalance is the busiest replica's legs ÷ the pool's mean
+	// (undefined when the pool served no leg).
+	LoadImbalance Num `json:"load_imbalance"`
 	// PrefillLegMs runs from a prefill leg's arrival to its one token;
 	// DecodeLegMs from a decode leg's arrival to its first token (the
 	// read, or the prefill when decode-only, included); QueueMs from a
@@ -142,9 +144,7 @@ func (p *pdAcc) summary(res *sim.Result) *PDSummary {
 	s.Decider.UncachedDisaggregated, s.Decider.UncachedDecodeOnly = dist(p.uncachedDisagg), dist(p.uncachedDecode)
 	s.Transfer.MiBPerRank, s.Transfer.TimeMs, s.Transfer.Blocks, s.Transfer.WaitMs = dist(p.mib), dist(p.xferMs), dist(p.blocks), dist(p.waitMs)
 	s.Transfer.TotalGiB = float64(p.totalBytes) / (1 << 30)
-	if p.disaggPrompt > 0 {
-		s.Transfer.DecodeHitShare = float64(p.decodeHit) / float64(p.disaggPrompt)
-	}
+	s.Transfer.DecodeHitShare = ratio(float64(p.decodeHit), float64(p.disaggPrompt))
 	if res == nil {
 		return s
 	}
@@ -186,8 +186,9 @@ func (p *pdAcc) summary(res *sim.Result) *PDSummary {
 		ps.MeanWaiting /= k
 		ps.MeanRunning /= k
 		ps.PrefillLegMs, ps.DecodeLegMs, ps.QueueMs, ps.TPOTMs = dist(pl.legs.prefill), dist(pl.legs.decode), dist(pl.legs.queue), dist(pl.legs.tpot)
+		ps.LoadImbalance = Undefined()
 		if total := ps.PrefillLegs + ps.DecodeLegs; total > 0 {
-			ps.LoadImbalance = float64(slices.Max(pl.counts)) / (float64(total) / k)
+			ps.LoadImbalance = Num(float64(slices.Max(pl.counts)) / (float64(total) / k))
 		}
 		s.Pools[role] = ps
 	}
@@ -243,13 +244,12 @@ func pdRows(runs []NamedSummary, group func(string, ...rowDef)) {
 			return f(s.PD)
 		}
 	}
-	p50p99 := func(d Dist, prec int) string { return ff(d.P50, prec) + " / " + ff(d.P99, prec) }
 	group("P/D disaggregation",
 		rowDef{"disaggregated (share of requests)", pd(func(p *PDSummary) string { return pct(p.DisaggregatedShare) })},
 		rowDef{"decode-only because", pd(func(p *PDSummary) string { return reasonCells(p) })},
 		rowDef{"KV read per request p50 / p99 (MiB per rank)", pd(func(p *PDSummary) string { return p50p99(p.Transfer.MiBPerRank, 1) })},
 		rowDef{"KV read time p50 / p99 (ms)", pd(func(p *PDSummary) string { return p50p99(p.Transfer.TimeMs, 2) })},
-		rowDef{"wait from read to promotion p50 (ms)", pd(func(p *PDSummary) string { return ff(p.Transfer.WaitMs.P50, 2) })},
+		rowDef{"wait from read to promotion p50 (ms)", pd(func(p *PDSummary) string { return fn(p.Transfer.WaitMs.P50, 2) })},
 	)
 	for _, name := range poolOrder(pools) {
 		pool := func(f func(*PoolSummary) string) func(*Summary) string {
@@ -281,12 +281,12 @@ func pdRows(runs []NamedSummary, group func(string, ...rowDef)) {
 				if ps.DecodeLegs == 0 {
 					return dash
 				}
-				return ff(ps.TPOTMs.P50, 2)
+				return fn(ps.TPOTMs.P50, 2)
 			})},
 			rowDef{"mean KV usage; mean waiting", pool(func(ps *PoolSummary) string {
 				return pct(ps.MeanKVUsage) + "; " + ff(ps.MeanWaiting, 1)
 			})},
-			rowDef{"load imbalance (max/mean)", pool(func(ps *PoolSummary) string { return ff(ps.LoadImbalance, 2) })},
+			rowDef{"load imbalance (max/mean)", pool(func(ps *PoolSummary) string { return fn(ps.LoadImbalance, 2) })},
 		)
 	}
 }

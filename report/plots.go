@@ -586,10 +586,10 @@ func (o *Output) ladderFigure() figure {
 		name string
 		v    func(*Summary) float64
 	}{
-		{"infinite cache (trace bound)", func(s *Summary) float64 { return s.Cache.InfiniteHitRatio }},
-		{"oracle: best replica at routing", func(s *Summary) float64 { return s.Cache.OracleHitRatio }},
-		{"routed: chosen replica at routing", func(s *Summary) float64 { return s.Cache.RoutedHitRatio }},
-		{"true: reused at first step", func(s *Summary) float64 { return s.Cache.TrueHitRatio }},
+		{"infinite cache (trace bound)", func(s *Summary) float64 { return s.Cache.InfiniteHitRatio.Float() }},
+		{"oracle: best replica at routing", func(s *Summary) float64 { return s.Cache.OracleHitRatio.Float() }},
+		{"routed: chosen replica at routing", func(s *Summary) float64 { return s.Cache.RoutedHitRatio.Float() }},
+		{"true: reused at first step", func(s *Summary) float64 { return s.Cache.TrueHitRatio.Float() }},
 	}
 	const step, half = 0.21, 0.095
 	ymax := 0.0

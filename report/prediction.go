@@ -29,12 +29,12 @@ type Prediction struct {
 	// Token-weighted error, with P = predicted fraction × prompt tokens
 	// and T = the true reuse (cached tokens) of each request:
 	// OverPredictedTokens = Σ max(0, P − T) ÷ Σ P, the share of the
-	// producer's belief that was not in the cache (0 when Σ P = 0);
-	// UnderPredictedTokens = Σ max(0, T − P) ÷ Σ T, the share of the true
-	// reuse it did not predict (0 when Σ T = 0). PredictedTokens = Σ P and
-	// TrueTokens = Σ T.
-	OverPredictedTokens  float64 `json:"over_predicted_tokens"`
-	UnderPredictedTokens float64 `json:"under_predicted_tokens"`
+	// producer's belief that was not in the cache (undefined when Σ P =
+	// 0); UnderPredictedTokens = Σ max(0, T − P) ÷ Σ T, the share of the
+	// true reuse it did not predict (undefined when Σ T = 0).
+	// PredictedTokens = Σ P and TrueTokens = Σ T.
+	OverPredictedTokens  Num     `json:"over_predicted_tokens"`
+	UnderPredictedTokens Num     `json:"under_predicted_tokens"`
 	PredictedTokens      float64 `json:"predicted_tokens"`
 	TrueTokens           int64   `json:"true_tokens"`
 	// Calibration buckets predicted fractions in tenths.
@@ -228,12 +228,8 @@ func (p *predAcc) summary() *Prediction {
 		}
 	}
 	out.PredictedTokens, out.TrueTokens = p.predTok, p.trueTok
-	if p.predTok > 0 {
-		out.OverPredictedTokens = p.overTok / p.predTok
-	}
-	if p.trueTok > 0 {
-		out.UnderPredictedTokens = p.underTok / float64(p.trueTok)
-	}
+	out.OverPredictedTokens = ratio(p.overTok, p.predTok)
+	out.UnderPredictedTokens = ratio(p.underTok, float64(p.trueTok))
 	out.OverByCause, out.UnderByCause = shares(p.overCause), shares(p.underCause)
 	return out
 }

@@ -40,6 +40,17 @@ type Aggregator struct {
 	offered                   int
 	offeredPrompt             int64
 	offeredFirst, offeredLast int64
+	// The rejections after warm-up by cause, for the finding of a run
+	// that measured nothing.
+	rejections []rejection
+}
+
+// rejection counts the rejected requests after warm-up of one cause
+// (Record.Cause), with the reason of the first of them as an example.
+type rejection struct {
+	cause    string
+	requests int
+	example  string
 }
 
 // NewAggregator returns an empty aggregator.
@@ -70,6 +81,9 @@ func (a *Aggregator) Add(r *sim.Record) {
 	case sim.Rejected:
 		a.rejected++
 		a.reasons[r.Reason]++
+		if !r.Warmup {
+			a.addRejection(r)
+		}
 		return
 	}
 	if r.Warmup {
@@ -127,14 +141,26 @@ func (a *Aggregator) Add(r *sim.Record) {
 	}
 }
 
+func (a *Aggregator) addRejection(r *sim.Record) {
+	cause := causeOf(r)
+	for i := range a.rejections {
+		if a.rejections[i].cause == cause {
+			a.rejections[i].requests++
+			return
+		}
+	}
+	a.rejections = append(a.rejections, rejection{cause: cause, requests: 1, example: r.Reason})
+}
+
 // Dist is a latency distribution in ms.
+// Every field is undefined (null in JSON) for an empty sample.
 type Dist struct {
-	Mean float64 `json:"mean"`
-	P50  float64 `json:"p50"`
-	P90  float64 `json:"p90"`
-	P95  float64 `json:"p95"`
-	P99  float64 `json:"p99"`
-	Max  float64 `json:"max"`
+	Mean Num `json:"mean"`
+	P50  Num `json:"p50"`
+	P90  Num `json:"p90"`
+	P95  Num `json:"p95"`
+	P99  Num `json:"p99"`
+	Max  Num `json:"max"`
 }
 
 // Summary is one run's headline numbers (summary.json "runs" entry).
@@ -155,27 +181,32 @@ type Summary struct {
 	// OfferedLoad is what the traffic asked of the fleet: every request
 	// after warm-up that reached the EPP (completed or rejected) over the
 	// span of their arrivals.
+	// ArrivalSpanS is undefined without such a request, the rates when
+	// the span is 0.
 	OfferedLoad struct {
-		RequestsPerS     float64 `json:"requests_per_s"`
-		PromptTokensPerS float64 `json:"prompt_tokens_per_s"`
-		ArrivalSpanS     float64 `json:"arrival_span_s"`
+		RequestsPerS     Num `json:"requests_per_s"`
+		PromptTokensPerS Num `json:"prompt_tokens_per_s"`
+		ArrivalSpanS     Num `json:"arrival_span_s"`
 	} `json:"offered_load"`
+	// Throughput is undefined without a measured request (no measured
+	// time).
 	Throughput struct {
-		RequestsPerS     float64 `json:"requests_per_s"`
-		OutputTokensPerS float64 `json:"output_tokens_per_s"`
-		InputTokensPerS  float64 `json:"input_tokens_per_s"`
+		RequestsPerS     Num `json:"requests_per_s"`
+		OutputTokensPerS Num `json:"output_tokens_per_s"`
+		InputTokensPerS  Num `json:"input_tokens_per_s"`
 	} `json:"throughput"`
 	// Cache holds the hit-rate ladder, token-weighted over the completed
 	// requests after warm-up (Σ rung tokens ÷ PromptTokens):
 	// InfiniteHitRatio >= OracleHitRatio >= RoutedHitRatio, measured at
 	// routing time; TrueHitRatio = RoutedHitRatio + QueueEffectTokens ÷
-	// PromptTokens is what the replicas reused.
+	// PromptTokens is what the replicas reused. The ratios are undefined
+	// when PromptTokens is 0.
 	Cache struct {
-		InfiniteHitRatio float64 `json:"infinite_cache_hit_ratio"`
-		OracleHitRatio   float64 `json:"oracle_hit_ratio"`
-		RoutedHitRatio   float64 `json:"routed_hit_ratio"`
-		TrueHitRatio     float64 `json:"true_hit_ratio"`
-		PromptTokens     int64   `json:"prompt_tokens"`
+		InfiniteHitRatio Num   `json:"infinite_cache_hit_ratio"`
+		OracleHitRatio   Num   `json:"oracle_hit_ratio"`
+		RoutedHitRatio   Num   `json:"routed_hit_ratio"`
+		TrueHitRatio     Num   `json:"true_hit_ratio"`
+		PromptTokens     int64 `json:"prompt_tokens"`
 		// RegretTokens is Σ (oracle − routed) ≥ 0: the reuse the routing
 		// decisions left on other replicas.
 		RegretTokens int64 `json:"regret_tokens"`
@@ -206,15 +237,18 @@ type Summary struct {
 		// PerReplica counts the completed requests after warm-up sent to
 		// each replica of the fleet, 0 included.
 		PerReplica map[string]int `json:"requests_per_replica"`
-		Imbalance  float64        `json:"load_imbalance"`
-		TieShare   float64        `json:"tie_share"`
+		Imbalance  Num            `json:"load_imbalance"`
+		TieShare   Num            `json:"tie_share"`
 		// Replicas is the fleet size, IdleReplicas how many of them
 		// received no request; BusiestReplica received the most
 		// (BusiestShare of all; the first in fleet order on a tie).
-		Replicas       int     `json:"replicas"`
-		IdleReplicas   int     `json:"idle_replicas"`
-		BusiestReplica string  `json:"busiest_replica,omitempty"`
-		BusiestShare   float64 `json:"busiest_replica_share"`
+		// Without a measured request IdleReplicas, Imbalance, TieShare
+		// and BusiestShare are undefined (nothing was measured to judge
+		// the routing by) and BusiestReplica is absent.
+		Replicas       int    `json:"replicas"`
+		IdleReplicas   Num    `json:"idle_replicas"`
+		BusiestReplica string `json:"busiest_replica,omitempty"`
+		BusiestShare   Num    `json:"busiest_replica_share"`
 	} `json:"routing"`
 	Sim struct {
 		Events     uint64  `json:"events"`
@@ -227,6 +261,11 @@ type Summary struct {
 	// Config is what the run was made of, so a summary is reproducible
 	// from itself.
 	Config *RunConfig `json:"config,omitempty"`
+
+	// rejections are the Aggregator's rejections after warm-up, most
+	// requests first (not in summary.json: the findings' explanation of
+	// a run without a measured request).
+	rejections []rejection
 }
 
 // RunConfig records a run's inputs.
@@ -334,28 +373,29 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 		s.Requests.Reasons = a.reasons
 	}
 	s.Latency.TTFT, s.Latency.TPOT, s.Latency.E2E, s.Latency.Queue = dist(a.ttft), dist(a.tpot), dist(a.e2e), dist(a.queue)
-	if span := float64(a.last-a.first) / 1e9; span > 0 {
-		s.Throughput.RequestsPerS = float64(len(a.e2e)) / span
-		s.Throughput.OutputTokensPerS = float64(a.outputTokens) / span
-		s.Throughput.InputTokensPerS = float64(a.promptTokens) / span
+	// Rates over the measured time: undefined without a measured request.
+	span := 0.0
+	if len(a.e2e) > 0 {
+		span = float64(a.last-a.first) / 1e9
 	}
+	s.Throughput.RequestsPerS = ratio(float64(len(a.e2e)), span)
+	s.Throughput.OutputTokensPerS = ratio(float64(a.outputTokens), span)
+	s.Throughput.InputTokensPerS = ratio(float64(a.promptTokens), span)
+	s.OfferedLoad.ArrivalSpanS = Undefined()
+	offeredSpan := 0.0
 	if a.offered > 0 {
-		span := float64(a.offeredLast-a.offeredFirst) / 1e9
-		s.OfferedLoad.ArrivalSpanS = span
-		if span > 0 {
-			s.OfferedLoad.RequestsPerS = float64(a.offered) / span
-			s.OfferedLoad.PromptTokensPerS = float64(a.offeredPrompt) / span
-		}
+		offeredSpan = float64(a.offeredLast-a.offeredFirst) / 1e9
+		s.OfferedLoad.ArrivalSpanS = Num(offeredSpan)
 	}
+	s.OfferedLoad.RequestsPerS = ratio(float64(a.offered), offeredSpan)
+	s.OfferedLoad.PromptTokensPerS = ratio(float64(a.offeredPrompt), offeredSpan)
 	s.Cache.PromptTokens = a.promptTokens
-	if a.promptTokens > 0 {
-		// Token-weighted over the fleet, never a mean of per-replica ratios.
-		p := float64(a.promptTokens)
-		s.Cache.TrueHitRatio = float64(a.cached) / p
-		s.Cache.OracleHitRatio = float64(a.oracle) / p
-		s.Cache.RoutedHitRatio = float64(a.routedTok) / p
-		s.Cache.InfiniteHitRatio = float64(a.infinite) / p
-	}
+	// Token-weighted over the fleet, never a mean of per-replica ratios.
+	p := float64(a.promptTokens)
+	s.Cache.TrueHitRatio = ratio(float64(a.cached), p)
+	s.Cache.OracleHitRatio = ratio(float64(a.oracle), p)
+	s.Cache.RoutedHitRatio = ratio(float64(a.routedTok), p)
+	s.Cache.InfiniteHitRatio = ratio(float64(a.infinite), p)
 	s.Cache.RegretTokens = a.oracle - a.routedTok
 	s.Cache.QueueGainedTokens, s.Cache.QueueLostTokens = a.queueGained, a.queueLost
 	s.Cache.QueueEffectTokens = a.queueGained - a.queueLost
@@ -398,24 +438,31 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 			order = append(order, n)
 		}
 	}
-	maxRouted, total := 0, 0
+	maxRouted, total, idle := 0, 0, 0
 	for _, n := range order {
 		c := s.Routing.PerReplica[n]
 		total += c
 		if c == 0 {
-			s.Routing.IdleReplicas++
+			idle++
 		}
 		if c > maxRouted {
 			maxRouted, s.Routing.BusiestReplica = c, n
 		}
 	}
-	if total > 0 {
-		s.Routing.BusiestShare = float64(maxRouted) / float64(total)
+	// Without a measured request there is no routing to judge: every
+	// replica would read as idle (docs/metrics.md, routing).
+	s.Routing.IdleReplicas, s.Routing.BusiestShare = Undefined(), Undefined()
+	s.Routing.Imbalance, s.Routing.TieShare = Undefined(), Undefined()
+	if measured := len(a.e2e); measured > 0 {
+		s.Routing.IdleReplicas = Num(idle)
+		s.Routing.BusiestShare = ratio(float64(maxRouted), float64(total))
+		s.Routing.TieShare = Num(float64(a.ties) / float64(measured))
+		if n := s.Routing.Replicas; n > 0 {
+			s.Routing.Imbalance = Num(float64(maxRouted) / (float64(total) / float64(n)))
+		}
 	}
-	if n := s.Routing.Replicas; n > 0 && len(a.e2e) > 0 {
-		s.Routing.Imbalance = float64(maxRouted) / (float64(total) / float64(n))
-		s.Routing.TieShare = float64(a.ties) / float64(len(a.e2e))
-	}
+	s.rejections = slices.Clone(a.rejections)
+	slices.SortStableFunc(s.rejections, func(x, y rejection) int { return y.requests - x.requests })
 	s.Cache.Offload = a.offloadSummary(res)
 	s.PD = a.pd.summary(res)
 	s.Classes = a.classes.summary()
@@ -440,7 +487,8 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 // at least p of the sample at or below it).
 func dist(v []float64) Dist {
 	if len(v) == 0 {
-		return Dist{}
+		u := Undefined()
+		return Dist{Mean: u, P50: u, P90: u, P95: u, P99: u, Max: u}
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
@@ -452,5 +500,5 @@ func dist(v []float64) Dist {
 		k := int(math.Ceil(p*float64(len(s)))) - 1
 		return s[min(max(k, 0), len(s)-1)]
 	}
-	return Dist{Mean: sum / float64(len(s)), P50: q(0.50), P90: q(0.90), P95: q(0.95), P99: q(0.99), Max: s[len(s)-1]}
+	return Dist{Mean: Num(sum / float64(len(s))), P50: Num(q(0.50)), P90: Num(q(0.90)), P95: Num(q(0.95)), P99: Num(q(0.99)), Max: Num(s[len(s)-1])}
 }

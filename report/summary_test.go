@@ -14,8 +14,13 @@ func TestDistNearestRank(t *testing.T) {
 	if d != want {
 		t.Fatalf("dist = %+v, want %+v", d, want)
 	}
-	if dist(nil) != (Dist{}) {
-		t.Fatal("empty dist not zero")
+	// An empty sample has no mean and no percentile: every field is
+	// undefined (null in summary.json), not 0.
+	e := dist(nil)
+	for name, v := range map[string]Num{"mean": e.Mean, "p50": e.P50, "p90": e.P90, "p95": e.P95, "p99": e.P99, "max": e.Max} {
+		if v.Defined() {
+			t.Errorf("empty dist: %s = %v, want undefined", name, v)
+		}
 	}
 }
 
@@ -126,9 +131,9 @@ func ladderSummary() *Summary {
 // replicas against values worked out by hand from ladderRecords.
 func TestSummaryLadderAndTokenError(t *testing.T) {
 	s := ladderSummary()
-	near := func(what string, got, want float64) {
+	near := func(what string, got Num, want float64) {
 		t.Helper()
-		if math.Abs(got-want) > 1e-12 {
+		if math.Abs(got.Float()-want) > 1e-12 {
 			t.Errorf("%s = %v, want %v", what, got, want)
 		}
 	}
@@ -156,10 +161,10 @@ func TestSummaryLadderAndTokenError(t *testing.T) {
 	// R − T = 200 (scheduling change): over 300 = 100 + 200. Request 2:
 	// P − R = −50, within one 50-token block (granularity), R − T = −300:
 	// under 350 = 50 + 300.
-	near("over eviction", p.OverByCause[CauseEvictionUnseen], 1.0/3)
-	near("over scheduling", p.OverByCause[CauseSchedulingChange], 2.0/3)
-	near("under granularity", p.UnderByCause[CauseGranularity], 1.0/7)
-	near("under scheduling", p.UnderByCause[CauseSchedulingChange], 6.0/7)
+	near("over eviction", Num(p.OverByCause[CauseEvictionUnseen]), 1.0/3)
+	near("over scheduling", Num(p.OverByCause[CauseSchedulingChange]), 2.0/3)
+	near("under granularity", Num(p.UnderByCause[CauseGranularity]), 1.0/7)
+	near("under scheduling", Num(p.UnderByCause[CauseSchedulingChange]), 6.0/7)
 	if len(p.OverByCause) != 2 || len(p.UnderByCause) != 2 {
 		t.Fatalf("causes %v %v", p.OverByCause, p.UnderByCause)
 	}

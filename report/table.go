@@ -99,25 +99,25 @@ func HeadlineRows(runs []NamedSummary) []Row {
 	)
 	group("load",
 		rowDef{"simulated duration", func(s *Summary) string { return SimDuration(s.Sim.SimSeconds) }},
-		rowDef{"offered load (req/s)", func(s *Summary) string { return ff(s.OfferedLoad.RequestsPerS, 2) }},
-		rowDef{"offered prompt tokens/s", func(s *Summary) string { return ff(s.OfferedLoad.PromptTokensPerS, 0) }},
+		rowDef{"offered load (req/s)", func(s *Summary) string { return fn(s.OfferedLoad.RequestsPerS, 2) }},
+		rowDef{"offered prompt tokens/s", func(s *Summary) string { return fn(s.OfferedLoad.PromptTokensPerS, 0) }},
 	)
 	group("latency (ms)",
-		rowDef{"TTFT p50", func(s *Summary) string { return ff(s.Latency.TTFT.P50, 1) }},
-		rowDef{"TTFT p99", func(s *Summary) string { return ff(s.Latency.TTFT.P99, 1) }},
-		rowDef{"queue wait p50", func(s *Summary) string { return ff(s.Latency.Queue.P50, 1) }},
-		rowDef{"TPOT p50", func(s *Summary) string { return ff(s.Latency.TPOT.P50, 2) }},
-		rowDef{"E2E p99", func(s *Summary) string { return ff(s.Latency.E2E.P99, 1) }},
+		rowDef{"TTFT p50", func(s *Summary) string { return fn(s.Latency.TTFT.P50, 1) }},
+		rowDef{"TTFT p99", func(s *Summary) string { return fn(s.Latency.TTFT.P99, 1) }},
+		rowDef{"queue wait p50", func(s *Summary) string { return fn(s.Latency.Queue.P50, 1) }},
+		rowDef{"TPOT p50", func(s *Summary) string { return fn(s.Latency.TPOT.P50, 2) }},
+		rowDef{"E2E p99", func(s *Summary) string { return fn(s.Latency.E2E.P99, 1) }},
 	)
 	group("throughput",
-		rowDef{"completed req/s", func(s *Summary) string { return ff(s.Throughput.RequestsPerS, 2) }},
-		rowDef{"output tokens/s", func(s *Summary) string { return ff(s.Throughput.OutputTokensPerS, 0) }},
+		rowDef{"completed req/s", func(s *Summary) string { return fn(s.Throughput.RequestsPerS, 2) }},
+		rowDef{"output tokens/s", func(s *Summary) string { return fn(s.Throughput.OutputTokensPerS, 0) }},
 	)
 	group("hit-rate ladder (share of prompt tokens)",
-		rowDef{"infinite-cache bound", func(s *Summary) string { return ff(s.Cache.InfiniteHitRatio, 3) }},
-		rowDef{"oracle: best replica at routing", func(s *Summary) string { return ff(s.Cache.OracleHitRatio, 3) }},
-		rowDef{"routed: chosen replica at routing", func(s *Summary) string { return ff(s.Cache.RoutedHitRatio, 3) }},
-		rowDef{"true: reused (routed + queue effect)", func(s *Summary) string { return ff(s.Cache.TrueHitRatio, 3) }},
+		rowDef{"infinite-cache bound", func(s *Summary) string { return fn(s.Cache.InfiniteHitRatio, 3) }},
+		rowDef{"oracle: best replica at routing", func(s *Summary) string { return fn(s.Cache.OracleHitRatio, 3) }},
+		rowDef{"routed: chosen replica at routing", func(s *Summary) string { return fn(s.Cache.RoutedHitRatio, 3) }},
+		rowDef{"true: reused (routed + queue effect)", func(s *Summary) string { return fn(s.Cache.TrueHitRatio, 3) }},
 		rowDef{"regret: oracle − routed (M tokens)", func(s *Summary) string { return MTokens(s.Cache.RegretTokens) }},
 		rowDef{"queue effect: true − routed (M tokens)", func(s *Summary) string { return MTokens(s.Cache.QueueEffectTokens) }},
 	)
@@ -138,11 +138,11 @@ func HeadlineRows(runs []NamedSummary) []Row {
 			}
 		}
 		group("KV tiers (share of prompt tokens)",
-			rowDef{"true hits from GPU", tier(func(o *OffloadCache) string { return ff(o.GPUHitRatio, 3) })},
-			rowDef{"true hits from CPU", tier(func(o *OffloadCache) string { return ff(o.CPUHitRatio, 3) })},
+			rowDef{"true hits from GPU", tier(func(o *OffloadCache) string { return fn(o.GPUHitRatio, 3) })},
+			rowDef{"true hits from CPU", tier(func(o *OffloadCache) string { return fn(o.CPUHitRatio, 3) })},
 			rowDef{"CPU-tier hits the approx producer missed", func(s *Summary) string {
 				if p := s.Prediction[approxProducer]; p != nil && p.ByTier != nil && p.ByTier.CPU.TrueTokens > 0 {
-					return ff(p.ByTier.CPU.UnderpredictedShare, 3)
+					return fn(p.ByTier.CPU.UnderpredictedShare, 3)
 				}
 				return dash
 			}},
@@ -169,17 +169,20 @@ func HeadlineRows(runs []NamedSummary) []Row {
 		group("prediction, "+p.long,
 			rowDef{"bias (mean predicted − true fraction)", pred(func(pr *Prediction) string { return signedFF(pr.Bias, 3) })},
 			rowDef{"MAE (per request)", pred(func(pr *Prediction) string { return ff(pr.MAE, 3) })},
-			rowDef{"over-predicted (share of predicted tokens)", pred(func(pr *Prediction) string { return ff(pr.OverPredictedTokens, 3) })},
-			rowDef{"under-predicted (share of true tokens)", pred(func(pr *Prediction) string { return ff(pr.UnderPredictedTokens, 3) })},
+			rowDef{"over-predicted (share of predicted tokens)", pred(func(pr *Prediction) string { return fn(pr.OverPredictedTokens, 3) })},
+			rowDef{"under-predicted (share of true tokens)", pred(func(pr *Prediction) string { return fn(pr.UnderPredictedTokens, 3) })},
 		)
 	}
 	group("routing",
 		rowDef{"idle replicas", func(s *Summary) string {
-			return strconv.Itoa(s.Routing.IdleReplicas) + " of " + strconv.Itoa(s.Routing.Replicas)
+			if !s.Routing.IdleReplicas.Defined() {
+				return na
+			}
+			return fn(s.Routing.IdleReplicas, 0) + " of " + strconv.Itoa(s.Routing.Replicas)
 		}},
-		rowDef{"busiest replica's share", func(s *Summary) string { return pct(s.Routing.BusiestShare) }},
-		rowDef{"load imbalance (max/mean)", func(s *Summary) string { return ff(s.Routing.Imbalance, 2) }},
-		rowDef{"tie-break share", func(s *Summary) string { return ff(s.Routing.TieShare, 3) }},
+		rowDef{"busiest replica's share", func(s *Summary) string { return pctN(s.Routing.BusiestShare) }},
+		rowDef{"load imbalance (max/mean)", func(s *Summary) string { return fn(s.Routing.Imbalance, 2) }},
+		rowDef{"tie-break share", func(s *Summary) string { return fn(s.Routing.TieShare, 3) }},
 		rowDef{"preemptions", func(s *Summary) string { return strconv.FormatInt(s.Cache.Preemptions, 10) }},
 		rowDef{"evictions", func(s *Summary) string { return strconv.FormatInt(s.Cache.Evictions, 10) }},
 	)

@@ -13,8 +13,9 @@ type OffloadCache struct {
 	// GPUHitRatio and CPUHitRatio are token-weighted over the fleet (Σ
 	// tokens reused from the tier ÷ Σ prompt tokens); they add up to
 	// cache.true_hit_ratio.
-	GPUHitRatio float64 `json:"gpu_hit_ratio"`
-	CPUHitRatio float64 `json:"cpu_hit_ratio"`
+	// Both are undefined without measured prompt tokens.
+	GPUHitRatio Num `json:"gpu_hit_ratio"`
+	CPUHitRatio Num `json:"cpu_hit_ratio"`
 	// GPUHitTokens and CPUHitTokens are the Σ behind them.
 	GPUHitTokens int64 `json:"gpu_hit_tokens"`
 	CPUHitTokens int64 `json:"cpu_hit_tokens"`
@@ -24,12 +25,12 @@ type OffloadCache struct {
 	// included): load and store jobs, blocks moved each way, chunks
 	// evicted from the CPU tier, and the mean copy time of a load (ms, the
 	// copy alone: queueing behind other loads and the wait for the step
-	// that notices it come on top).
-	Loads          int64   `json:"cpu_loads"`
-	LoadedBlocks   int64   `json:"cpu_loaded_blocks"`
-	StoredBlocks   int64   `json:"cpu_stored_blocks"`
-	CPUEvictions   int64   `json:"cpu_evictions"`
-	MeanLoadCopyMs float64 `json:"mean_load_copy_ms"`
+	// that notices it come on top; undefined without a load).
+	Loads          int64 `json:"cpu_loads"`
+	LoadedBlocks   int64 `json:"cpu_loaded_blocks"`
+	StoredBlocks   int64 `json:"cpu_stored_blocks"`
+	CPUEvictions   int64 `json:"cpu_evictions"`
+	MeanLoadCopyMs Num   `json:"mean_load_copy_ms"`
 }
 
 // TierPrediction compares a prefix producer's prediction with the true
@@ -52,9 +53,9 @@ type TierError struct {
 	TrueTokens           int64 `json:"true_tokens"`
 	PredictedTokens      int64 `json:"predicted_tokens"`
 	UnderpredictedTokens int64 `json:"underpredicted_tokens"`
-	// UnderpredictedShare is UnderpredictedTokens ÷ TrueTokens (0 when
-	// the tier served nothing).
-	UnderpredictedShare float64 `json:"underpredicted_share"`
+	// UnderpredictedShare is UnderpredictedTokens ÷ TrueTokens
+	// (undefined when the tier served nothing).
+	UnderpredictedShare Num `json:"underpredicted_share"`
 }
 
 // tierAcc accumulates a TierPrediction.
@@ -79,9 +80,7 @@ func (t *tierAcc) summary() *TierPrediction {
 	tier := func(truth, pred float64) TierError {
 		e := TierError{TrueTokens: int64(math.Round(truth)), PredictedTokens: int64(math.Round(pred))}
 		e.UnderpredictedTokens = e.TrueTokens - e.PredictedTokens
-		if truth > 0 {
-			e.UnderpredictedShare = (truth - pred) / truth
-		}
+		e.UnderpredictedShare = ratio(truth-pred, truth)
 		return e
 	}
 	return &TierPrediction{GPU: tier(t.gpuTrue, t.gpuPred), CPU: tier(t.cpuTrue, t.cpuPred), OverpredictedTokens: int64(math.Round(t.over))}
@@ -109,13 +108,12 @@ func (a *Aggregator) offloadSummary(res *sim.Result) *OffloadCache {
 	if !on {
 		return nil
 	}
+	o.MeanLoadCopyMs = Undefined()
 	if o.Loads > 0 {
-		o.MeanLoadCopyMs = float64(loadTime) / float64(o.Loads) / 1e6
+		o.MeanLoadCopyMs = Num(float64(loadTime) / float64(o.Loads) / 1e6)
 	}
 	o.CPUHitTokens, o.GPUHitTokens, o.CPUHitRequests = a.cpuCached, a.cached-a.cpuCached, a.cpuHits
-	if a.promptTokens > 0 {
-		o.GPUHitRatio = float64(o.GPUHitTokens) / float64(a.promptTokens)
-		o.CPUHitRatio = float64(o.CPUHitTokens) / float64(a.promptTokens)
-	}
+	o.GPUHitRatio = ratio(float64(o.GPUHitTokens), float64(a.promptTokens))
+	o.CPUHitRatio = ratio(float64(o.CPUHitTokens), float64(a.promptTokens))
 	return o
 }

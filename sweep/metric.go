@@ -175,6 +175,31 @@ func (m Metric) Value(doc map[string]any) float64 {
 	return math.NaN()
 }
 
+// NoMeasuredRequest is the violation of a sweep point or tune evaluation
+// whose run measured nothing (no request after warm-up completed): its
+// latencies, rates and ratios are null, and a sum it minimises (regret,
+// evictions, preemptions) would be a vacuous 0, so it is never the best.
+const NoMeasuredRequest = "no measured request"
+
+// Measured reports whether a summary tree has a measured request. It
+// has none when latency_ms.e2e.mean is null (or 0, as summaries written
+// before issue #25 had it: no measured request has an E2E of 0); a tree
+// without that field is not judged.
+func Measured(doc map[string]any) bool {
+	var node any = doc
+	for _, k := range []string{"latency_ms", "e2e", "mean"} {
+		obj, ok := node.(map[string]any)
+		if !ok {
+			return true
+		}
+		if node, ok = obj[k]; !ok {
+			return true
+		}
+	}
+	v, ok := node.(float64)
+	return ok && v > 0
+}
+
 // Objective is a metric to minimise or (with a leading "-") maximise.
 type Objective struct {
 	Metric   Metric

@@ -48,7 +48,8 @@ type PointResult struct {
 	// sign-adjusted).
 	Headline   []float64
 	Objectives []float64
-	// Violated lists the constraints the point breaks.
+	// Violated lists the constraints the point breaks, and
+	// NoMeasuredRequest when its run measured nothing.
 	Violated []string
 	Error    string
 	Feasible bool
@@ -124,6 +125,10 @@ func evaluate(h *logHeader, recs []Record, objs []Objective, cons []Constraint) 
 					pr.Violated = append(pr.Violated, c.String())
 					pr.Feasible = false
 				}
+			}
+			if !Measured(doc) {
+				pr.Violated = append(pr.Violated, NoMeasuredRequest)
+				pr.Feasible = false
 			}
 		}
 		r.Points = append(r.Points, pr)

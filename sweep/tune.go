@@ -543,6 +543,9 @@ func (t *tuner) simulate(w []float64, seed uint64) (v float64, violated []string
 			violated = append(violated, c.String())
 		}
 	}
+	if !Measured(doc) {
+		violated = append(violated, NoMeasuredRequest)
+	}
 	return t.ts.Objective.Metric.Value(doc), violated, nil
 }
 

@@ -148,6 +148,11 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		}
 		return err
 	}
+	// A run that measured nothing still exits 0 (docs/metrics.md), but
+	// says so on stderr as well as in its findings.
+	for _, w := range report.Warnings(namedRuns(runs)) {
+		fmt.Fprintln(stderr, "eppsim: warning: "+w)
+	}
 	if out != nil {
 		if err := out.Close(); err != nil {
 			return err
@@ -166,6 +171,14 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 	}
 	printRuns(stdout, f, len(spec.Fleet), runs)
 	return nil
+}
+
+func namedRuns(runs []configRun) []report.NamedSummary {
+	named := make([]report.NamedSummary, len(runs))
+	for i, r := range runs {
+		named[i] = report.NamedSummary{Name: r.name, Summary: r.summary}
+	}
+	return named
 }
 
 // runJob is one --epp-config to simulate.

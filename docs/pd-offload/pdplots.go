@@ -92,8 +92,8 @@ func main() {
 		}
 		return xy
 	}
-	ttft := func(s *report.Summary) float64 { return s.Latency.TTFT.P50 }
-	tpot := func(s *report.Summary) float64 { return s.Latency.TPOT.P50 }
+	ttft := func(s *report.Summary) float64 { return s.Latency.TTFT.P50.Float() }
+	tpot := func(s *report.Summary) float64 { return s.Latency.TPOT.P50.Float() }
 	var ticks plot.ConstantTicks
 	for _, p := range tp {
 		ticks = append(ticks, plot.Tick{Value: math.Log2(p.x), Label: strconv.Itoa(int(p.x))})
@@ -141,7 +141,7 @@ func main() {
 		}
 		return xy
 	}
-	ttft99 := func(s *report.Summary) float64 { return s.Latency.TTFT.P99 }
+	ttft99 := func(s *report.Summary) float64 { return s.Latency.TTFT.P99.Float() }
 	var panels []*plot.Plot
 	for _, m := range []struct {
 		title string

@@ -94,12 +94,12 @@ func tiers(runs []run) *plot.Plot {
 	var gpu, cpu plotter.Values
 	var oracle plotter.XYs
 	for i, r := range runs {
-		g, c := r.s.Cache.TrueHitRatio, 0.0
+		g, c := r.s.Cache.TrueHitRatio.Float(), 0.0
 		if o := r.s.Cache.Offload; o != nil {
-			g, c = o.GPUHitRatio, o.CPUHitRatio
+			g, c = o.GPUHitRatio.Float(), o.CPUHitRatio.Float()
 		}
 		gpu, cpu = append(gpu, g), append(cpu, c)
-		oracle = append(oracle, plotter.XY{X: float64(i), Y: r.s.Cache.OracleHitRatio})
+		oracle = append(oracle, plotter.XY{X: float64(i), Y: r.s.Cache.OracleHitRatio.Float()})
 	}
 	w := vg.Points(28)
 	gb, _ := plotter.NewBarChart(gpu, w)
@@ -137,10 +137,10 @@ func approx(runs []run) *plot.Plot {
 	for _, r := range runs {
 		m := 0.0
 		if pr := r.s.Prediction["approx-prefix-cache-producer"]; pr != nil && pr.ByTier != nil {
-			m = 100 * pr.ByTier.CPU.UnderpredictedShare
+			m = 100 * pr.ByTier.CPU.UnderpredictedShare.Float()
 		}
 		missed = append(missed, m)
-		regret = append(regret, 100*(r.s.Cache.OracleHitRatio-r.s.Cache.TrueHitRatio))
+		regret = append(regret, 100*(r.s.Cache.OracleHitRatio-r.s.Cache.TrueHitRatio).Float())
 	}
 	w := vg.Points(18)
 	mb, _ := plotter.NewBarChart(missed, w)
