@@ -54,14 +54,18 @@ func DefaultDPLBOptions() DPLBOptions {
 //
 //   - Each engine reports its (waiting, running) request counts after its
 //     steps when they changed; the DP coordinator publishes every engine's
-//     latest counts to the API server at least PublishInterval after its
-//     previous publication when some engine reported, else every
-//     Heartbeat. Here the engines' counts are the EPP's scrapes of them
-//     (Metrics.WaitingQueueSize, RunningRequestsSize), and a publication is
-//     the first scrape at least PublishInterval after the previous one
-//     whose counts differ from the published ones, or any scrape Heartbeat
-//     after it (a latency run scrapes every PublishInterval, so that each
-//     scrape with a change is a publication).
+//     latest counts to the API server PublishInterval after its previous
+//     publication when some engine reported in between (at once when that
+//     was longer ago), else Heartbeat after it. The picker replays that
+//     timer from the time of the last publication, with the EPP's scrapes
+//     as the engines' reports (Metrics.WaitingQueueSize,
+//     RunningRequestsSize): the newest scrape's counts, when they differ
+//     from the published ones, are published at the later of that scrape
+//     and PublishInterval after the last publication; else a publication
+//     falls due every Heartbeat. Counts that changed and changed back
+//     between two scrapes publish nothing here (vLLM would republish
+//     them), which matters only to a request arriving then. A latency run
+//     scrapes every PublishInterval.
 //   - A publication replaces the API server's copy of the counts
 //     wholesale: the local increments since the previous one are dropped.
 //     Before the first, the copy is zeros.
@@ -80,11 +84,10 @@ type VLLMDPLB struct {
 	epp.TypedName
 	opts DPLBOptions
 	// local is the API server's copy of the counts, published the last
-	// publication's, both by candidate position.
+	// publication's, both by candidate position; lastPub is the time of
+	// the last publication.
 	local, published []dpCounts
-	// lastPub is the time of the last publication, seen the scrape time of
-	// the newest metrics looked at.
-	lastPub, seen int64
+	lastPub          int64
 }
 
 type dpCounts struct{ waiting, running int }
@@ -106,7 +109,7 @@ func (p *VLLMDPLB) Options() DPLBOptions { return p.opts }
 
 // Pick implements epp.Picker: the engine vLLM's API server sends the
 // request to. Scores are ignored.
-func (p *VLLMDPLB) Pick(_ *epp.Cycle, _ *epp.Request, scored []epp.ScoredEndpoint) []*epp.Endpoint {
+func (p *VLLMDPLB) Pick(c *epp.Cycle, _ *epp.Request, scored []epp.ScoredEndpoint) []*epp.Endpoint {
 	n := len(scored)
 	if n == 0 {
 		return nil
@@ -115,9 +118,9 @@ func (p *VLLMDPLB) Pick(_ *epp.Cycle, _ *epp.Request, scored []epp.ScoredEndpoin
 		// The first request (or a changed pool): the coordinator's state
 		// starts at zeros, published at time 0.
 		p.local, p.published = make([]dpCounts, n), make([]dpCounts, n)
-		p.lastPub, p.seen = 0, 0
+		p.lastPub = 0
 	}
-	p.publish(scored)
+	p.publish(c.Now, scored)
 	best, low := 0, math.MaxInt
 	for i := range n {
 		if s := 4*p.local[i].waiting + p.local[i].running; s < low {
@@ -128,41 +131,34 @@ func (p *VLLMDPLB) Pick(_ *epp.Cycle, _ *epp.Request, scored []epp.ScoredEndpoin
 	return []*epp.Endpoint{scored[best].Endpoint}
 }
 
-// publish applies the coordinator's publication, if the newest scrape of
-// the candidates is one.
-func (p *VLLMDPLB) publish(scored []epp.ScoredEndpoint) {
-	t := int64(0)
-	for i := range scored {
-		t = max(t, scored[i].Endpoint.Metrics.UpdateTime)
-	}
-	if t <= p.seen {
-		return
-	}
-	p.seen = t
-	since := t - p.lastPub
-	changed := false
+// publish applies the coordinator's publications up to now. Its timer is
+// replayed from the time of the last one: the engines' counts changed
+// (the newest scrape's differ from the published ones) publish them at the
+// later of that scrape and PublishInterval after the last publication;
+// else a publication falls due every Heartbeat, republishing the counts as
+// they were (zeros without engine counts).
+func (p *VLLMDPLB) publish(now int64, scored []epp.ScoredEndpoint) {
 	if !p.opts.NoEngineCounts {
+		t, changed := int64(0), false
 		for i := range scored {
 			m := &scored[i].Endpoint.Metrics
-			if (dpCounts{m.WaitingQueueSize, m.RunningRequestsSize}) != p.published[i] {
-				changed = true
-				break
+			t = max(t, m.UpdateTime)
+			changed = changed || (dpCounts{m.WaitingQueueSize, m.RunningRequestsSize}) != p.published[i]
+		}
+		if at := max(t, p.lastPub+p.opts.PublishInterval); changed && at <= now {
+			for i := range scored {
+				m := &scored[i].Endpoint.Metrics
+				p.published[i] = dpCounts{m.WaitingQueueSize, m.RunningRequestsSize}
 			}
+			copy(p.local, p.published)
+			p.lastPub = at
+			return
 		}
 	}
-	if !(changed && since >= p.opts.PublishInterval) && since < p.opts.Heartbeat {
-		return
+	if since := now - p.lastPub; since >= p.opts.Heartbeat {
+		p.lastPub += since / p.opts.Heartbeat * p.opts.Heartbeat
+		copy(p.local, p.published)
 	}
-	for i := range scored {
-		m := &scored[i].Endpoint.Metrics
-		if p.opts.NoEngineCounts {
-			p.published[i] = dpCounts{}
-		} else {
-			p.published[i] = dpCounts{m.WaitingQueueSize, m.RunningRequestsSize}
-		}
-	}
-	copy(p.local, p.published)
-	p.lastPub = t
 }
 
 var _ epp.Picker = (*VLLMDPLB)(nil)

@@ -41,7 +41,7 @@ func TestVLLMDPLB(t *testing.T) {
 			scrape(150, [2]int{1, 2}, [2]int{0, 2}),
 			pick(160, 0, "changed but only 50 ms after the publication: no publication; scores 6, 9; copy e0 2w2r"),
 			scrape(200, [2]int{0, 2}, [2]int{0, 1}),
-			pick(210, 1, "the published counts again: nothing changed, no publication; scores 10, 9"),
+			pick(210, 1, "the published counts again: no change seen (vLLM would republish the engines' reports of 150 ms), no publication; scores 10, 9"),
 			scrape(5100, [2]int{0, 2}, [2]int{0, 1}),
 			pick(5110, 1, "5 s after the publication: the heartbeat republishes; scores 2, 1"),
 			scrape(5200, [2]int{0, 2}, [2]int{0, 1}),
@@ -67,6 +67,17 @@ func TestVLLMDPLB(t *testing.T) {
 			scrape(5000, [2]int{0, 2}, [2]int{0, 9}),
 			pick(5001, 0, "the heartbeat publishes zeros: a tie again"),
 			pick(5002, 1, "scores 4, 0"),
+			pick(10050, 0, "no pick saw the scrapes of 10 s to 10.05 s: the heartbeat of 10 s resets all the same"),
+			pick(12000, 1, "no heartbeat before 15 s: scores 4, 0"),
+			pick(15000, 0, "a request on the heartbeat sees it"),
+		}},
+		{"a change long after the last publication", DefaultDPLBOptions(), 2, []dpStep{
+			scrape(0, [2]int{0, 0}, [2]int{0, 0}),
+			pick(1000, 0, "no change: copy zeros; copy 1w,0"),
+			scrape(1300, [2]int{0, 1}, [2]int{0, 0}),
+			pick(1301, 1, "the change is published at once: 0w1r, 0: scores 1, 0"),
+			scrape(1400, [2]int{0, 1}, [2]int{0, 1}),
+			pick(1450, 0, "changed, 100 ms after the last publication: scores 1, 1; tie, rank 0"),
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
