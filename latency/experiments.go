@@ -4,7 +4,8 @@
 // arguments, an inference-perf workload and, optionally, the measured
 // latencies) and the results directories inference-perf writes, with an
 // engine file for the serving side (LoadResultsDir, LoadInputs),
-// simulates each run on one replica, compares predicted with
+// simulates each run on one replica (with dp > 1, dp data-parallel engines
+// behind vLLM's own load balancer), compares predicted with
 // measured latency (Validate: latency.csv, latency.md, a plot), and fits
 // the calibrated step-time model's coefficients by simulating the runs
 // inside an optimiser (Calibrate). See docs/latency.md.

@@ -350,7 +350,11 @@ func (r *Report) Markdown() []byte {
 	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(HeadlineMetrics)) + "\n")
 	for _, res := range r.Results {
 		e := res.Experiment
-		fmt.Fprintf(&b, "| %s%s | %s | %d |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], gpuOf(e), e.TP)
+		par := fmt.Sprint(e.TP)
+		if dp := e.DataParallel(); dp > 1 {
+			par += fmt.Sprintf(" × DP %d", dp)
+		}
+		fmt.Fprintf(&b, "| %s%s | %s | %s |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], gpuOf(e), par)
 		p, a := res.Predicted["summary"], e.MeasuredValues("summary")
 		for _, m := range HeadlineMetrics {
 			av, ok := a[m]
