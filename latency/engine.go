@@ -37,8 +37,11 @@ type EngineSpec struct {
 	// ModelArch is the config.json Model names, when it names a file.
 	ModelArch json.RawMessage
 	// GPU is the GPU's name in the catalogue (arch.DefaultGPUs).
-	GPU                  string
-	TensorParallelSize   int
+	GPU                string
+	TensorParallelSize int
+	// DataParallelSize is the engines behind vLLM's own load balancer,
+	// each on TensorParallelSize GPUs with its own KV cache (0 or 1: one).
+	DataParallelSize     int
 	MaxNumSeqs           int
 	MaxNumBatchedTokens  int
 	MaxModelLen          int
@@ -46,15 +49,20 @@ type EngineSpec struct {
 	GPUMemoryUtilization float64
 	EnablePrefixCaching  *bool
 	// NumGPUBlocks is num_gpu_blocks_override, or the block count vLLM
-	// logged (total_gpu_kv_blocks): the KV capacity, null block included.
+	// logged (total_gpu_kv_blocks): the KV capacity, null block included,
+	// of each engine.
 	NumGPUBlocks int
+	// DPLBEngineCounts (dp-lb-engine-counts, eppsim's key): whether the
+	// engines' request counts reached vLLM's data-parallel load balancer
+	// (nil: true); see Engine.DPLBEngineCounts.
+	DPLBEngineCounts *bool
 }
 
 // engineKeys are the keys of an engine file, in the order the help lists
 // them; "-" and "_" are interchangeable, as in vLLM's arguments.
 var engineKeys = []string{"id", "model", "gpu", "tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size",
 	"max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size", "gpu_memory_utilization",
-	"enable_prefix_caching", "num_gpu_blocks_override", "total_gpu_kv_blocks"}
+	"enable_prefix_caching", "num_gpu_blocks_override", "total_gpu_kv_blocks", "dp_lb_engine_counts"}
 
 // maxEngineBytes bounds an engine file.
 const maxEngineBytes = 1 << 20
@@ -125,10 +133,19 @@ func ParseEngine(data []byte, name, dir string) (*EngineSpec, error) {
 			gpuNode = v
 		case "tensor_parallel_size":
 			e.TensorParallelSize, err = p.integer(v, key, 1)
-		case "data_parallel_size", "pipeline_parallel_size":
+		case "data_parallel_size":
+			if e.DataParallelSize, err = p.integer(v, key, 1); err == nil && e.DataParallelSize > maxDP {
+				err = p.errf(v, key, "%d: at most %d data-parallel engines", e.DataParallelSize, maxDP)
+			}
+		case "pipeline_parallel_size":
 			var n int
 			if n, err = p.integer(v, key, 1); err == nil && n != 1 {
-				err = p.errf(v, key, "%d: one engine on one tensor-parallel group per run is simulated; give each replica's run separately", n)
+				err = p.errf(v, key, "%d: pipeline parallelism is not simulated (each engine runs on one tensor-parallel group)", n)
+			}
+		case "dp_lb_engine_counts":
+			var b bool
+			if b, err = p.boolean(v, key); err == nil {
+				e.DPLBEngineCounts = &b
 			}
 		case "max_num_seqs":
 			e.MaxNumSeqs, err = p.integer(v, key, 1)
@@ -190,6 +207,12 @@ func ParseEngine(data []byte, name, dir string) (*EngineSpec, error) {
 	}
 	if err := m.CheckTP(e.TensorParallelSize); err != nil {
 		return nil, p.errf(seen["tensor_parallel_size"], "tensor-parallel-size", "%w", err)
+	}
+	if e.DataParallelSize == 0 {
+		e.DataParallelSize = 1
+	}
+	if err := checkDataParallel(m, e.DataParallelSize); err != nil {
+		return nil, p.errf(seen["data_parallel_size"], "data-parallel-size", "%w", err)
 	}
 	return e, nil
 }

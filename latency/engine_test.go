@@ -41,7 +41,7 @@ data-parallel-size: 1
 		"model: meta-llama/Llama-2-7b-hf\ngpu: H100\nblock-size: 16.5\n":            "engine.yaml:3: block-size: expected a whole number, got 16.5",
 		"model: meta-llama/Llama-2-7b-hf\ngpu: H100\nenable-prefix-caching: yes\n":  "engine.yaml:3: enable-prefix-caching: expected true or false, got \"yes\"",
 		"model: meta-llama/Llama-2-7b-hf\ngpu: H100\nnum-gpu-blocks-override: 1\n":  "engine.yaml:3: num-gpu-blocks-override: 1: must be at least 2",
-		"model: meta-llama/Llama-2-7b-hf\ngpu: H100\npipeline-parallel-size: 2\n":   "pipeline-parallel-size: 2: one engine",
+		"model: meta-llama/Llama-2-7b-hf\ngpu: H100\npipeline-parallel-size: 2\n":   "engine.yaml:3: pipeline-parallel-size: 2: pipeline parallelism is not simulated",
 		"model: meta-llama/Llama-2-7b-hf\ngpu: H100\nkv-cache-dtype: fp8\n":         "engine.yaml:3: kv-cache-dtype: unknown key",
 		"model: meta-llama/Llama-2-7b-hf\ngpu: H100\ngpu-memory-utilisation: 0.9\n": "did you mean gpu-memory-utilization?",
 		"model: meta-llama/Llama-2-7b-hf\ngpu: &g H100\nid: *g\n":                   "engine.yaml:3: id: aliases are not supported",

@@ -4,7 +4,8 @@
 // arguments, an inference-perf workload and, optionally, the measured
 // latencies) and the results directories inference-perf writes, with an
 // engine file for the serving side (LoadResultsDir, LoadInputs),
-// simulates each run on one replica, compares predicted with
+// simulates each run on one replica (with dp > 1, dp data-parallel engines
+// behind vLLM's own load balancer), compares predicted with
 // measured latency (Validate: latency.csv, latency.md, a plot), and fits
 // the calibrated step-time model's coefficients by simulating the runs
 // inside an optimiser (Calibrate). See docs/latency.md.
@@ -33,7 +34,8 @@ type File struct {
 }
 
 // Experiment is one measured (or to-be-predicted) vLLM serving run: a
-// single replica, one GPU type, an inference-perf workload.
+// single replica (one engine, or dp data-parallel engines behind vLLM's own
+// load balancer), one GPU type, an inference-perf workload.
 type Experiment struct {
 	ID    string `json:"id"`
 	Model string `json:"model"`
@@ -43,9 +45,11 @@ type Experiment struct {
 	Precision string          `json:"precision,omitempty"`
 	Hardware  string          `json:"hardware"`
 	TP        int             `json:"tp"`
-	DP        *int            `json:"dp"`
-	Engine    Engine          `json:"engine"`
-	Workload  Workload        `json:"workload"`
+	// DP is the data-parallel size: that many engines, each on TP GPUs
+	// with its own KV cache (absent or null: 1).
+	DP       *int     `json:"dp"`
+	Engine   Engine   `json:"engine"`
+	Workload Workload `json:"workload"`
 	// Measured holds the measured latencies by scope: "summary" (the whole
 	// run) and "stage_0", "stage_1", ... (its load stages).
 	Measured map[string]Measurement `json:"measured,omitempty"`
@@ -82,9 +86,16 @@ type Engine struct {
 	EnablePrefixCaching  *bool   `json:"enable_prefix_caching"`
 	EnableChunkedPrefill *bool   `json:"enable_chunked_prefill"`
 	CPUKVOffload         *bool   `json:"cpu_kv_offload"`
-	// TotalGPUKVBlocks is the KV-block count vLLM logged, when known.
+	// TotalGPUKVBlocks is the KV-block count vLLM logged, when known: with
+	// data parallelism each engine's, as each engine logs its own.
 	TotalGPUKVBlocks int `json:"total_gpu_kv_blocks"`
 	CPUKVBlocks      int `json:"cpu_kv_blocks"`
+	// DPLBEngineCounts, for a run with dp > 1, says whether the engines'
+	// request counts reached vLLM's data-parallel load balancer (nil:
+	// true). vLLM did not publish a dense model's counts from PR #30739
+	// (January 2026) until PR #49204 (July 2026): false simulates those
+	// versions (picker.DPLBOptions.NoEngineCounts). eppsim's key, not vLLM's.
+	DPLBEngineCounts *bool `json:"dp_lb_engine_counts,omitempty"`
 }
 
 // Workload is the load generator's settings (inference-perf).
@@ -195,8 +206,10 @@ func (e *Experiment) check() error {
 		return fmt.Errorf("hardware: required")
 	case e.TP < 1:
 		return fmt.Errorf("tp: must be at least 1, got %d", e.TP)
-	case e.DP != nil && *e.DP > 1:
-		return fmt.Errorf("dp: %d: data-parallel runs are not supported here (one engine per run)", *e.DP)
+	case e.DP != nil && *e.DP < 1:
+		return fmt.Errorf("dp: must be at least 1, got %d", *e.DP)
+	case e.DP != nil && *e.DP > maxDP:
+		return fmt.Errorf("dp: %d: at most %d data-parallel engines", *e.DP, maxDP)
 	case len(e.Workload.Stages) == 0:
 		return fmt.Errorf("workload.stages: none")
 	}
@@ -217,8 +230,12 @@ func (e *Experiment) check() error {
 			return fmt.Errorf("workload.stages[%d]: rate_rps and duration_s must be positive, got %v and %v", i, s.RateRPS, s.DurationS)
 		}
 	}
-	if _, err := e.ArchModel(); err != nil {
+	m, err := e.ArchModel()
+	if err != nil {
 		return err
+	}
+	if err := checkDataParallel(m, e.DataParallel()); err != nil {
+		return fmt.Errorf("dp: %w", err)
 	}
 	if _, err := arch.DefaultGPUs().Lookup(e.Hardware); err != nil {
 		return fmt.Errorf("hardware: %w", err)
@@ -248,6 +265,31 @@ func (e *Experiment) ArchModel() (*arch.Model, error) {
 		return nil, fmt.Errorf("model_arch: %w", err)
 	}
 	return m, nil
+}
+
+// maxDP bounds a run's data-parallel engines.
+const maxDP = 1024
+
+// DataParallel is the run's data-parallel size: its engines, 1 when dp is
+// absent.
+func (e *Experiment) DataParallel() int {
+	if e.DP == nil {
+		return 1
+	}
+	return *e.DP
+}
+
+// checkDataParallel refuses data parallelism eppsim cannot simulate as dp
+// independent engines: a mixture of experts, whose data-parallel ranks vLLM
+// runs in lockstep, every forward pass aligned and the expert layers
+// spread over all ranks' GPUs (a DP×TP tensor- or expert-parallel group;
+// vLLM's docs/serving/data_parallel_deployment.md).
+func checkDataParallel(m *arch.Model, dp int) error {
+	if dp > 1 && m.MoE != nil {
+		return fmt.Errorf("%d: %s is a mixture of experts, whose data-parallel ranks vLLM runs in lockstep with the expert layers spread over all %d ranks' GPUs; eppsim simulates data parallelism as independent engines, which only dense models are",
+			dp, m.Name, dp)
+	}
+	return nil
 }
 
 // Overloaded reports whether the run is flagged as overloaded.

@@ -102,6 +102,7 @@ func LoadResultsDir(dir string, eng *EngineSpec) (*Experiment, error) {
 			MaxNumSeqs: eng.MaxNumSeqs, MaxNumBatchedTokens: eng.MaxNumBatchedTokens, MaxModelLen: eng.MaxModelLen,
 			BlockSize: eng.BlockSize, GPUMemoryUtilization: eng.GPUMemoryUtilization,
 			EnablePrefixCaching: eng.EnablePrefixCaching, TotalGPUKVBlocks: eng.NumGPUBlocks,
+			DPLBEngineCounts: eng.DPLBEngineCounts,
 		},
 		IPerfConfig: raw, IPerfConfigName: cfgPath, NominalOutputLen: outLen,
 		modelFile: eng.ModelArch != nil,
@@ -109,6 +110,9 @@ func LoadResultsDir(dir string, eng *EngineSpec) (*Experiment, error) {
 	}
 	if e.ID == "" {
 		e.ID = filepath.Clean(dir)
+	}
+	if dp := eng.DataParallelSize; dp > 1 {
+		e.DP = &dp
 	}
 	w := &e.Workload
 	w.API.Type, w.API.Streaming = cfg.API.Type, cfg.API.Streaming

@@ -316,7 +316,7 @@ func TestResultsDirBadInput(t *testing.T) {
 		{"gpu memory utilization 1.5", codegen, replaceIn(EngineFile, "gpu-memory-utilization: 0.9", "gpu-memory-utilization: 1.5"), []string{"gpu-memory-utilization: 1.5: must be in (0, 1]"}},
 		{"engine typo", codegen, replaceIn(EngineFile, "max-num-seqs: 128", "max-num-seq: 128"), []string{"max-num-seq: unknown key; did you mean max-num-seqs?"}},
 		{"key twice", codegen, replaceIn(EngineFile, "max-num-seqs: 128", "max-num-seqs: 128\nmax_num_seqs: 64"), []string{"max_num_seqs: given twice (also line 6)"}},
-		{"data parallel", codegen, replaceIn(EngineFile, "max-num-seqs: 128", "max-num-seqs: 128\ndata-parallel-size: 2"), []string{"data-parallel-size: 2: one engine"}},
+		{"data parallel 0", codegen, replaceIn(EngineFile, "max-num-seqs: 128", "max-num-seqs: 128\ndata-parallel-size: 0"), []string{"engine.yaml:7: data-parallel-size: 0: must be at least 1"}},
 		{"tensor parallel 3", codegen, replaceIn(EngineFile, "tensor-parallel-size: 1", "tensor-parallel-size: 3"), []string{"engine.yaml:5: tensor-parallel-size:"}},
 		{"block counts disagree", codegen, replaceIn(EngineFile, "total-gpu-kv-blocks: 7463", "total-gpu-kv-blocks: 7463\nnum-gpu-blocks-override: 9000"), []string{"num-gpu-blocks-override: 9000 disagrees"}},
 		{"model does not fit", codegen, func(d string) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/eppsim/eppsim/arch"
+	"github.com/eppsim/eppsim/epp/picker"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/scenario"
 	"github.com/eppsim/eppsim/sim"
@@ -29,9 +30,12 @@ type Result struct {
 	Predicted  map[string]Values
 	// Completed counts the completed requests by scope.
 	Completed map[string]int
-	// Knee is the engine's steady-state limit for the mix of the run's
+	// Engines counts the completed requests of the run's stages by engine
+	// (data-parallel rank; one entry when dp = 1).
+	Engines []int
+	// Knee is one engine's steady-state limit for the mix of the run's
 	// busiest stage (replica.SustainableRate), Utilization that stage's
-	// rate over it: near 1 and above, the run is at or past its knee. Nil
+	// rate over it (over the dp engines' together): near 1 and above, the run is at or past its knee. Nil
 	// and 0 when the stage completed nothing.
 	Knee        *replica.Knee
 	Utilization float64
@@ -62,11 +66,20 @@ type Options struct {
 
 // Spec builds the scenario of one run: one replica of the run's model on
 // its GPU at its tensor-parallel degree with its engine arguments, the
-// calibration's step-time model, behind a round-robin EPP (one replica:
-// routing plays no part), fed the run's inference-perf workload. The KV
-// capacity is the block count vLLM logged when the run has one (an engine
-// fact, not a prediction), else the one eppsim computes. A run read from a
-// results directory is fed its own config (Experiment.WorkloadYAML).
+// calibration's step-time model, fed the run's inference-perf workload.
+// The KV capacity is the block count vLLM logged when the run has one (an
+// engine fact, not a prediction), else the one eppsim computes. A run read
+// from a results directory is fed its own config (Experiment.WorkloadYAML).
+//
+// With dp = 1 the replica is one engine behind a round-robin EPP (routing
+// plays no part). With dp > 1 it is dp independent engines, each with the
+// run's tensor-parallel degree, engine arguments and KV capacity (vLLM's
+// logged block count is each engine's), as vLLM runs a dense model's
+// data-parallel ranks: the replica's rank endpoints "<pod>-rank-<i>"
+// (sim.ExpandDataParallel), behind vLLM's own API server instead of an EPP
+// (EPP: the vllm-dp-lb baseline, picker.VLLMDPLB), which sees the engines'
+// request counts as the DP coordinator publishes them: the EPP scrapes
+// them every picker.DefaultDPLBPublishInterval, the coordinator's cadence.
 func Spec(e *Experiment, c replica.Calibration, o Options) (*scenario.Spec, error) {
 	m, err := e.ArchModel()
 	if err != nil {
@@ -110,12 +123,33 @@ func Spec(e *Experiment, c replica.Calibration, o Options) (*scenario.Spec, erro
 		// The bodies name the model as the run's client did.
 		wopts.Model = ""
 	}
-	return &scenario.Spec{
+	spec := &scenario.Spec{
 		Version: "latency", Trace: "inference-perf:" + e.ID, Workload: wopts,
 		Open:  func() (*workload.Stream, error) { return workload.NewInferencePerfSource(cfg, wopts) },
 		Fleet: sim.UniformFleet(1, p),
 		Env:   sim.Options{Seed: o.Seed},
-	}, nil
+	}
+	if dp := e.DataParallel(); dp > 1 {
+		p.Engine.DataParallelSize = dp
+		if spec.Fleet, err = sim.ExpandDataParallel(sim.UniformFleet(1, p)); err != nil {
+			return nil, err
+		}
+		spec.Env.ScrapeInterval = picker.DefaultDPLBPublishInterval
+	}
+	return spec, nil
+}
+
+// router is the EPP in front of a run's engines: round-robin over one
+// engine, or vLLM's own data-parallel load balancer (Spec).
+func router(e *Experiment) scenario.EPP {
+	if e.DataParallel() == 1 {
+		return scenario.EPP{Name: "single", Source: "round-robin"}
+	}
+	lb := picker.DefaultDPLBOptions()
+	if c := e.Engine.DPLBEngineCounts; c != nil && !*c {
+		lb.NoEngineCounts = true
+	}
+	return scenario.EPP{Name: "vllm-dp-lb", Source: "vllm-dp-lb", DPLB: &lb}
 }
 
 // Simulate predicts one run's latencies.
@@ -128,9 +162,13 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 	ttft := make([][]float64, n+1) // by stage; [n] the whole run
 	e2e := make([][]float64, n+1)
 	mix := make([]replica.Mix, n) // sums by stage
+	engines := make([]int, e.DataParallel())
 	hooks := scenario.Hooks{OnRecord: func(r *sim.Record) {
 		if r.Outcome != sim.Completed || r.Stage < 0 || r.Stage >= n {
 			return
+		}
+		if r.Replica >= 0 && r.Replica < len(engines) {
+			engines[r.Replica]++
 		}
 		t, d := float64(r.TTFT)/1e6, float64(r.E2E)/1e6
 		ttft[r.Stage], e2e[r.Stage] = append(ttft[r.Stage], t), append(e2e[r.Stage], d)
@@ -140,10 +178,10 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 		m.CachedTokens += float64(r.CachedTokens)
 		m.OutputTokens += float64(r.OutputTokens)
 	}}
-	if _, err := scenario.RunContext(ctx, spec, scenario.EPP{Name: "single", Source: "round-robin"}, hooks); err != nil {
+	if _, err := scenario.RunContext(ctx, spec, router(e), hooks); err != nil {
 		return nil, fmt.Errorf("%s: %w", e.ID, err)
 	}
-	res := &Result{Experiment: e, Predicted: map[string]Values{}, Completed: map[string]int{}}
+	res := &Result{Experiment: e, Predicted: map[string]Values{}, Completed: map[string]int{}, Engines: engines}
 	out := e.OutputLen()
 	for i, scope := range e.Scopes() {
 		k := i - 1
@@ -192,7 +230,8 @@ func (res *Result) setKnee(spec *scenario.Spec, e *Experiment, sums []replica.Mi
 	}
 	res.Knee, res.KneeStage = &knee, fmt.Sprintf("stage_%d", busiest)
 	if knee.MaxRate > 0 {
-		res.Utilization = e.Workload.Stages[busiest].RateRPS / knee.MaxRate
+		// A data-parallel run's engines share its rate.
+		res.Utilization = e.Workload.Stages[busiest].RateRPS / (knee.MaxRate * float64(e.DataParallel()))
 	}
 	return nil
 }

@@ -598,7 +598,11 @@ func (r *Report) Markdown() []byte {
 		if res.Knee != nil {
 			knee = fmt.Sprintf("%.2f (%s)", res.Utilization, res.Knee.Binding)
 		}
-		fmt.Fprintf(&b, "| %s%s | %s | %d | %s |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], gpuOf(e), e.TP, knee)
+		par := fmt.Sprint(e.TP)
+		if dp := e.DataParallel(); dp > 1 {
+			par += fmt.Sprintf(" × DP %d", dp)
+		}
+		fmt.Fprintf(&b, "| %s%s | %s | %s | %s |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], gpuOf(e), par, knee)
 		p, a := res.Predicted["summary"], e.MeasuredValues("summary")
 		for _, m := range HeadlineMetrics {
 			av, ok := a[m]

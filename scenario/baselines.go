@@ -8,8 +8,8 @@ import (
 )
 
 // Built-in baselines selectable by name with --epp-config. Each is a real
-// EndpointPickerConfig except round-robin, whose picker is not an upstream
-// plugin (it is swapped in after loading).
+// EndpointPickerConfig except round-robin and vllm-dp-lb, whose pickers are
+// not upstream plugins (they are swapped in after loading).
 var baselines = map[string]string{
 	"random": `apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
@@ -32,6 +32,19 @@ schedulingProfiles:
   - pluginRef: max-score-picker
 `,
 	"round-robin": `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: max-score-picker
+`,
+	// vllm-dp-lb: no EPP at all but vLLM's own API server balancing the
+	// fleet's engines as its data-parallel ranks (picker.VLLMDPLB), as a
+	// vLLM server with --data-parallel-size does internally; the latency
+	// runs with dp > 1 are simulated behind it.
+	"vllm-dp-lb": `apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
 plugins:
 - type: max-score-picker
@@ -66,15 +79,24 @@ schedulingProfiles:
 `,
 }
 
-// router assembles the EPP, swapping in the round-robin picker for that
-// baseline.
+// router assembles the EPP, swapping in the round-robin picker or vLLM's
+// data-parallel load balancer for those baselines.
 func (l *Loaded) router() (*epp.Router, error) {
 	r := l.Router()
-	if l.baseline && l.source == "round-robin" {
-		if len(r.Profiles) != 1 {
-			return nil, fmt.Errorf("round-robin baseline: want one profile, got %d", len(r.Profiles))
-		}
+	if !l.baseline || (l.source != "round-robin" && l.source != "vllm-dp-lb") {
+		return r, nil
+	}
+	if len(r.Profiles) != 1 {
+		return nil, fmt.Errorf("%s baseline: want one profile, got %d", l.source, len(r.Profiles))
+	}
+	if l.source == "round-robin" {
 		r.Profiles[0].Picker = picker.NewRoundRobin("round-robin")
+	} else {
+		o := picker.DefaultDPLBOptions()
+		if l.dplb != nil {
+			o = *l.dplb
+		}
+		r.Profiles[0].Picker = picker.NewVLLMDPLB("vllm-dp-lb", o)
 	}
 	return r, nil
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/eppsim/eppsim/epp/config"
+	"github.com/eppsim/eppsim/epp/picker"
 	"github.com/eppsim/eppsim/epp/plugins"
 	"github.com/eppsim/eppsim/epp/producer"
 	"github.com/eppsim/eppsim/replica"
@@ -84,6 +85,9 @@ type EPP struct {
 	// set.
 	Source string
 	YAML   []byte
+	// DPLB, for the vllm-dp-lb baseline, is its balancer's parameters
+	// (nil: picker.DefaultDPLBOptions); other configurations ignore it.
+	DPLB *picker.DPLBOptions
 }
 
 // ForSource returns the EPP for a --epp-config value, named after the file
@@ -133,7 +137,7 @@ func (e EPP) Load(seed uint64) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loaded{Loaded: l, baseline: isBaseline && e.YAML == nil, source: e.Source}, nil
+	return &Loaded{Loaded: l, baseline: isBaseline && e.YAML == nil, source: e.Source, dplb: e.DPLB}, nil
 }
 
 // builtinHint tells a user whose --epp-config names no file what the
@@ -153,6 +157,7 @@ type Loaded struct {
 	*config.Loaded
 	baseline bool
 	source   string
+	dplb     *picker.DPLBOptions
 }
 
 // Disaggregates reports whether the configuration's profile handler can

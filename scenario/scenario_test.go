@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/eppsim/eppsim/epp/picker"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/sim"
 	"github.com/eppsim/eppsim/workload"
@@ -54,6 +55,42 @@ func TestRunBaselinesAndInline(t *testing.T) {
 	}
 	if o.Config.Workload.Injected != 50 || len(o.Config.Fleet) != 2 || o.Config.Version != "test" {
 		t.Fatalf("config %+v", o.Config)
+	}
+}
+
+// TestVLLMDPLBBaseline runs vLLM's data-parallel load balancer in front of
+// one replica's two data-parallel ranks: every request reaches a rank, the
+// two share them, and the balancer's parameters reach its picker.
+func TestVLLMDPLBBaseline(t *testing.T) {
+	spec := testSpec(t, 60)
+	p := spec.Fleet[0].Preset
+	p.Engine.DataParallelSize = 2
+	fleet, err := sim.ExpandDataParallel(sim.UniformFleet(1, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Fleet = fleet
+	for _, e := range []EPP{ForSource("vllm-dp-lb"), {Name: "no-counts", Source: "vllm-dp-lb", DPLB: &picker.DPLBOptions{NoEngineCounts: true}}} {
+		l, err := e.Load(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.router()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, ok := r.Profiles[0].Picker.(*picker.VLLMDPLB)
+		if !ok || lb.Options().NoEngineCounts != (e.DPLB != nil) {
+			t.Fatalf("%s: picker %T %+v", e.Name, r.Profiles[0].Picker, lb)
+		}
+		s, err := Run(spec, e, Hooks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := s.Routing.PerReplica["default/vllm-0-rank-0"], s.Routing.PerReplica["default/vllm-0-rank-1"]
+		if a+b != 60 || a < 20 || b < 20 {
+			t.Errorf("%s: ranks got %d and %d of 60 requests (%v)", e.Name, a, b, s.Routing.PerReplica)
+		}
 	}
 }
 

@@ -133,7 +133,7 @@ func TestBadInputs(t *testing.T) {
 		// EPP configs.
 		{"missing epp config", []string{"run", "--epp-config", filepath.Join(f["dir"], "nope.yaml")}, "nope.yaml"},
 		{"misspelled baseline", []string{"run", "--epp-config", "orcale"},
-			`orcale: no such file or directory (nor a built-in config: default, least-queue, oracle, random, round-robin; did you mean "oracle"?)`},
+			`orcale: no such file or directory (nor a built-in config: default, least-queue, oracle, random, round-robin, vllm-dp-lb; did you mean "oracle"?)`},
 		{"unknown plugin", []string{"run", "--epp-config", f["unknown-plugin.yaml"]}, f["unknown-plugin.yaml"] + ":4: plugins[0].type"},
 		{"second config bad", []string{"run", "--epp-config", "default", "--epp-config", f["unknown-plugin.yaml"]}, f["unknown-plugin.yaml"] + ":4:"},
 		{"epp validate", []string{"epp", "validate", f["unknown-plugin.yaml"]}, f["unknown-plugin.yaml"] + ":4:"},

@@ -50,7 +50,8 @@ one after the other, whatever --workers.
 
 --epp-config takes a file, "default" (the EPP's built-in default config) or a baseline:
 round-robin, random, least-queue, oracle (precise KV-event prefix scoring with zero event lag
-plus the default load scorers).
+plus the default load scorers), vllm-dp-lb (no EPP: vLLM's own internal data-parallel load
+balancer over the fleet's engines, as one vLLM API server with --data-parallel-size runs them).
 
 The table groups the results: requests, load (simulated duration, offered load), latency,
 throughput, the hit-rate ladder (infinite-cache bound ≥ oracle ≥ routed, then true: what the
