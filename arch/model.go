@@ -292,7 +292,15 @@ func (m *Model) KVHeadsPerGPU(tp int) int {
 // rank. Quantised layers take WeightBits/8 bytes per weight; everything
 // else the serving dtype's 2. Quantisation scales (one per channel or per
 // 128×128 block, < 0.1% of the weights) are not counted.
-func (m *Model) WeightBytes(tp int) int64 {
+func (m *Model) WeightBytes(tp int) int64 { return m.WeightBytesWithExperts(tp, 1) }
+
+// WeightBytesWithExperts is WeightBytes when a mixture of experts' routed
+// experts are split over experts·tp GPUs rather than tp: vLLM's data
+// parallelism for MoE models, whose expert layers form a DP×TP group
+// (vLLM docs/serving/data_parallel_deployment.md) while the rest of each
+// rank's weights stay split over its own tp GPUs. experts ≤ 1, or a dense
+// model, gives WeightBytes.
+func (m *Model) WeightBytesWithExperts(tp, experts int) int64 {
 	tp = max(tp, 1)
 	t := float64(tp)
 	p := m.Params()
@@ -318,7 +326,7 @@ func (m *Model) WeightBytes(tp int) int64 {
 		attn = L * (qo/t + kv)
 	}
 	bytes := attn*attnW +
-		float64(p.DenseMLP+p.RoutedExperts+p.SharedExperts)*lin/t +
+		float64(p.DenseMLP+p.SharedExperts)*lin/t + float64(p.RoutedExperts)*lin/(t*float64(max(experts, 1))) +
 		float64(p.Router+p.Norms)*b16 + float64(p.Biases)*b16/t +
 		float64(p.Vision)*b16/t
 	vocab := float64((m.Vocab + 63) / 64 * 64)

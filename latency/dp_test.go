@@ -127,8 +127,8 @@ func TestDataParallelSplitAsBalancerImplies(t *testing.T) {
 }
 
 // TestDataParallelInput: dp is read from experiments files and engine
-// files, must be at least 1, and is refused for a mixture of experts,
-// naming the file and the field.
+// files and must be at least 1, naming the file and the field; a mixture
+// of experts takes it too, its ranks sharing their experts.
 func TestDataParallelInput(t *testing.T) {
 	f := parseRuns(t, dpRun("dp4", 4, 1, 10, ""))
 	if e := &f.Experiments[0]; e.DataParallel() != 4 {
@@ -143,7 +143,6 @@ func TestDataParallelInput(t *testing.T) {
 		dpRun("zero", 0, 1, 10, ""):    "dp.json: experiments[0] (zero): dp: must be at least 1, got 0",
 		dpRun("neg", -2, 1, 10, ""):    "dp.json: experiments[0] (neg): dp: must be at least 1, got -2",
 		dpRun("huge", 5000, 1, 10, ""): "dp.json: experiments[0] (huge): dp: 5000: at most 1024",
-		mixtral:                        "dp.json: experiments[0] (moe): dp: 2: mistralai/Mixtral-8x7B-v0.1 is a mixture of experts",
 		dpRun("counts", 2, 1, 10, `, "dp_lb_engine_counts": 1`): "dp.json: json: cannot unmarshal number into Go struct field",
 	} {
 		_, err := Parse([]byte(`{"experiments": [`+doc+`]}`), "dp.json")
@@ -166,7 +165,6 @@ func TestDataParallelInput(t *testing.T) {
 		base + "data-parallel-size: 1.5\n":                                       "engine.yaml:3: data-parallel-size: expected a whole number",
 		base + "data-parallel-size: 4096\n":                                      "engine.yaml:3: data-parallel-size: 4096: at most 1024",
 		base + "dp-lb-engine-counts: no\n":                                       "engine.yaml:3: dp-lb-engine-counts: expected true or false",
-		"model: mistralai/Mixtral-8x7B-v0.1\ngpu: H100\ndata-parallel-size: 2\n": "engine.yaml:3: data-parallel-size: 2: mistralai/Mixtral-8x7B-v0.1 is a mixture of experts",
 	} {
 		if _, err := ParseEngine([]byte(in), "engine.yaml", ""); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", in, err, want)
@@ -195,8 +193,17 @@ func TestDataParallelInput(t *testing.T) {
 	dir = badDir(t, resultsFixtures[1], func(dir string) {
 		editFile(t, filepath.Join(dir, EngineFile), func(s string) string { return s + "data-parallel-size: 2\n" })
 	})
-	if _, err := LoadInputs([]string{dir}, ""); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, EngineFile)+":") ||
-		!strings.Contains(err.Error(), "data-parallel-size: 2: mistralai/Mixtral-8x7B-v0.1 is a mixture of experts") {
-		t.Errorf("Mixtral with dp 2: %v", err)
+	x, err = LoadInputs([]string{dir}, "")
+	if err != nil {
+		t.Fatalf("Mixtral with dp 2: %v", err)
+	}
+	// Its two engines split the routed experts between them.
+	spec, err = Spec(&x.Experiments[0], replica.DefaultCalibration(), Options{Seed: 1})
+	if err != nil || len(spec.Fleet) != 2 || spec.Fleet[0].Preset.ExpertShards != 2 || spec.Fleet[1].Preset.ExpertShards != 2 {
+		t.Fatalf("Mixtral with dp 2: spec %v", err)
+	}
+	f = parseRuns(t, mixtral)
+	if e := &f.Experiments[0]; e.DataParallel() != 2 {
+		t.Errorf("Mixtral dp %d, want 2", e.DataParallel())
 	}
 }

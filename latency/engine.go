@@ -211,9 +211,6 @@ func ParseEngine(data []byte, name, dir string) (*EngineSpec, error) {
 	if e.DataParallelSize == 0 {
 		e.DataParallelSize = 1
 	}
-	if err := checkDataParallel(m, e.DataParallelSize); err != nil {
-		return nil, p.errf(seen["data_parallel_size"], "data-parallel-size", "%w", err)
-	}
 	return e, nil
 }
 

@@ -230,12 +230,8 @@ func (e *Experiment) check() error {
 			return fmt.Errorf("workload.stages[%d]: rate_rps and duration_s must be positive, got %v and %v", i, s.RateRPS, s.DurationS)
 		}
 	}
-	m, err := e.ArchModel()
-	if err != nil {
+	if _, err := e.ArchModel(); err != nil {
 		return err
-	}
-	if err := checkDataParallel(m, e.DataParallel()); err != nil {
-		return fmt.Errorf("dp: %w", err)
 	}
 	if _, err := arch.DefaultGPUs().Lookup(e.Hardware); err != nil {
 		return fmt.Errorf("hardware: %w", err)
@@ -277,19 +273,6 @@ func (e *Experiment) DataParallel() int {
 		return 1
 	}
 	return *e.DP
-}
-
-// checkDataParallel refuses data parallelism eppsim cannot simulate as dp
-// independent engines: a mixture of experts, whose data-parallel ranks vLLM
-// runs in lockstep, every forward pass aligned and the expert layers
-// spread over all ranks' GPUs (a DP×TP tensor- or expert-parallel group;
-// vLLM's docs/serving/data_parallel_deployment.md).
-func checkDataParallel(m *arch.Model, dp int) error {
-	if dp > 1 && m.MoE != nil {
-		return fmt.Errorf("%d: %s is a mixture of experts, whose data-parallel ranks vLLM runs in lockstep with the expert layers spread over all %d ranks' GPUs; eppsim simulates data parallelism as independent engines, which only dense models are",
-			dp, m.Name, dp)
-	}
-	return nil
 }
 
 // Overloaded reports whether the run is flagged as overloaded.

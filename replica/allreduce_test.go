@@ -70,3 +70,51 @@ func TestAllReduceTime(t *testing.T) {
 		t.Errorf("TP1 all-reduce takes %g s, want 0", got)
 	}
 }
+
+// TestExpertShardsAcrossDataParallelRanks: the data-parallel ranks of a
+// mixture of experts split its routed experts (vLLM's DP×TP expert
+// group): Mixtral-8x7B on 2 ranks of TP 1 holds half of each expert per
+// GPU, reads the experts both ranks' tokens reach, and all-reduces each
+// MoE layer's output over the 2 GPUs, every rank's tokens; its KV cache
+// gains the memory of the experts it no longer holds.
+func TestExpertShardsAcrossDataParallelRanks(t *testing.T) {
+	m, g := mustModel(t, "mistralai/Mixtral-8x7B-v0.1"), mustGPU(t, "H100")
+	c := testCoefficients()
+	c.StepUs, c.LayerUs, c.SeqUs = 0, 0, 0
+	alone, err := NewCalibratedModel(c, m, &g, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := newCalibratedModel(c, m, &g, 1, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(shared.expertBytes-alone.expertBytes/2) > 1e-6 || shared.denseBytes != alone.denseBytes {
+		t.Errorf("expert bytes %v, want half of %v", shared.expertBytes, alone.expertBytes)
+	}
+	// One token per rank: top-2 of 8 reached by 2 tokens is 8·(1 − (6/8)²)
+	// = 3.5 experts, each half on this GPU; the MoE layers' all-reduce of
+	// 2·4096·2 bytes on 2 GPUs is one-stage (the peer's buffer).
+	reached := 8 * (1 - 0.75*0.75)
+	mem := (shared.denseBytes + 32*reached*shared.expertBytes) / (3.35e12 * 0.8)
+	ar := 32 * (20e-6 + 2*4096*2/(450e9*0.5))
+	if got, want := shared.seconds(1, 1, 0, 0), math.Max(mem, (shared.linFlops+shared.lmFlops)/(989.5e12*0.5))+ar; math.Abs(got-want) > 1e-12 {
+		t.Errorf("one token per rank: %.9f s, want %.9f s", got, want)
+	}
+	p := m.Params()
+	if got, want := m.WeightBytes(1)-m.WeightBytesWithExperts(1, 2), int64(float64(p.RoutedExperts)*2/2+0.5); got < want-1 || got > want+1 {
+		t.Errorf("sharding the experts saves %d bytes per GPU, want half the routed experts' %d", got, want)
+	}
+	e := EngineArgs{MaxNumSeqs: 128, MaxNumBatchedTokens: 2048}
+	one, err := ComputeKVCapacity(m, &g, 2, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := computeKVCapacity(m, &g, 2, 2, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved := two.Available - one.Available; math.Abs(saved-(one.Weights-two.Weights)) > 1 || saved <= 0 {
+		t.Errorf("KV memory gains %.0f bytes, want the %.0f bytes of experts the GPU no longer holds", saved, one.Weights-two.Weights)
+	}
+}

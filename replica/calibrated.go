@@ -296,6 +296,10 @@ type CalibratedModel struct {
 	attnFlops             float64 // per (query, context) pair
 	bw, peak              float64 // bytes/s, FLOP/s
 	group                 tensorParallel
+	// shards is the data-parallel ranks a mixture of experts' expert
+	// layers span (1: none), expertGroup their GPUs.
+	shards      float64
+	expertGroup tensorParallel
 	// memo caches the blend factor (see blend) by its ratio's bits.
 	memo *[blendMemoSize]blendMemo
 }
@@ -321,6 +325,17 @@ const (
 // NewCalibratedModel binds coefficients to model m on tensor-parallel GPUs
 // g with kvElem bytes per cached K or V element.
 func NewCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, kvElem int) (*CalibratedModel, error) {
+	return newCalibratedModel(co, m, g, tp, 1, kvElem)
+}
+
+// newCalibratedModel is NewCalibratedModel for one of expertShards
+// data-parallel ranks of a mixture of experts whose expert layers span
+// all the ranks' GPUs (Preset.ExpertShards): each GPU holds
+// 1/(expertShards·tp) of the routed experts and, the ranks stepping in
+// lockstep with about equal batches, its share of expertShards times the
+// rank's tokens, so it reads the experts those tokens reach and the MoE
+// layer's all-reduce spans the expertShards·tp GPUs.
+func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertShards, kvElem int) (*CalibratedModel, error) {
 	if err := co.Validate(); err != nil {
 		return nil, fmt.Errorf("calibration: %w", err)
 	}
@@ -333,6 +348,7 @@ func NewCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, kvElem 
 	}
 	t := float64(max(tp, 1))
 	p := m.Params()
+	nvlink, oneWay := g.Interconnect == "nvlink", g.InterconnectGBps*1e9/2
 	c := &CalibratedModel{co: co, layers: float64(m.Layers), hidden: float64(m.Hidden), tp: t,
 		kvPerToken: float64(m.KVBytesPerToken(kvElem, tp)),
 		linFlops:   2 * float64(m.LinearParams()) / t,
@@ -340,18 +356,21 @@ func NewCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, kvElem 
 		attnFlops:  m.AttentionFLOPsPerPair() / t,
 		bw:         g.MemoryBandwidthTBps * 1e12,
 		peak:       g.TFLOPS(fp8) * 1e12,
-		group:      tensorParallel{ranks: max(tp, 1), nvlink: g.Interconnect == "nvlink", oneWay: g.InterconnectGBps * 1e9 / 2},
+		group:      tensorParallel{ranks: max(tp, 1), nvlink: nvlink, oneWay: oneWay},
+		shards:     1,
 	}
 	all := (m.LinearWeightBytes() + m.LMHeadBytes()) / t
 	if e := m.MoE; e != nil && e.Experts > 0 {
 		routed := float64(p.RoutedExperts) * weightWidth(m) / t
 		c.moeLayers, c.experts, c.k = float64(e.Layers), float64(e.Experts), float64(e.ExpertsPerToken)
-		c.expertBytes = routed / (c.moeLayers * c.experts)
+		c.shards = float64(max(expertShards, 1))
+		c.expertBytes = routed / (c.moeLayers * c.experts) / c.shards
 		c.denseBytes = all - routed
+		c.expertGroup = tensorParallel{ranks: max(tp, 1) * max(expertShards, 1), nvlink: nvlink, oneWay: oneWay}
 	} else {
 		c.denseBytes = all
 	}
-	if tp > 1 && c.group.oneWay <= 0 {
+	if (tp > 1 || c.shards > 1) && oneWay <= 0 {
 		return nil, fmt.Errorf("gpu %s: interconnect_gbps must be positive for tensor parallelism", g.Name)
 	}
 	c.memo = new([blendMemoSize]blendMemo)
@@ -392,15 +411,23 @@ func (c *CalibratedModel) seconds(b, n, kv, pairs float64) float64 {
 	if c.experts > 0 {
 		// Expected distinct experts that n independently routed tokens
 		// reach in one layer (each picks k of E).
-		reached := c.experts * (1 - math.Pow(1-c.k/c.experts, n))
+		reached := c.experts * (1 - math.Pow(1-c.k/c.experts, n*c.shards))
 		w += c.moeLayers * reached * c.expertBytes
 	}
 	flops := c.peak * co.MFU
 	lin := c.blend(w/(c.bw*co.EtaWeights), (n*c.linFlops+b*c.lmFlops)/flops)
 	attn := c.blend(c.kvPerToken*kv/(c.bw*co.EtaKV), pairs*c.attnFlops/flops)
 	sec := (co.StepUs+co.LayerUs*c.layers+co.SeqUs*b)*1e-6 + lin + attn
-	if c.tp > 1 {
-		sec += 2 * c.layers * c.group.seconds(n*c.hidden*2, co.AllReduceUs, co.EtaLink)
+	if c.tp > 1 || c.shards > 1 {
+		size := n * c.hidden * 2
+		ar := c.group.seconds(size, co.AllReduceUs, co.EtaLink)
+		if c.shards > 1 {
+			// Each MoE layer's second all-reduce spans the expert group,
+			// over every rank's tokens.
+			sec += (2*c.layers-c.moeLayers)*ar + c.moeLayers*c.expertGroup.seconds(size*c.shards, co.AllReduceUs, co.EtaLink)
+		} else {
+			sec += 2 * c.layers * ar
+		}
 	}
 	return sec
 }

@@ -77,6 +77,13 @@ func activationPeak(m *arch.Model, tp, batchedTokens, maxSeqs int) float64 {
 // ComputeKVCapacity sizes the KV cache of model m on GPUs g at
 // tensor-parallel degree tp with engine arguments e (defaults applied).
 func ComputeKVCapacity(m *arch.Model, g *arch.GPU, tp int, e EngineArgs) (KVCapacity, error) {
+	return computeKVCapacity(m, g, tp, 1, e)
+}
+
+// computeKVCapacity is ComputeKVCapacity for one data-parallel rank of a
+// mixture of experts whose routed experts are split over expertShards·tp
+// GPUs (Preset.ExpertShards).
+func computeKVCapacity(m *arch.Model, g *arch.GPU, tp, expertShards int, e EngineArgs) (KVCapacity, error) {
 	if err := m.CheckTP(tp); err != nil {
 		return KVCapacity{}, err
 	}
@@ -87,7 +94,7 @@ func ComputeKVCapacity(m *arch.Model, g *arch.GPU, tp int, e EngineArgs) (KVCapa
 	}
 	c := KVCapacity{DeviceBytes: g.DeviceMemoryBytes()}
 	c.Requested = e.GPUMemoryUtilization * c.DeviceBytes
-	c.Weights = float64(m.WeightBytes(tp))
+	c.Weights = float64(m.WeightBytesWithExperts(tp, expertShards))
 	c.Activation = activationPeak(m, tp, e.MaxNumBatchedTokens, e.MaxNumSeqs)
 	c.Reserve = reserveBytes
 	if tp > 1 {

@@ -61,6 +61,15 @@ type Preset struct {
 	// knee (docs/latency.md, "Intervals") is simulated this way. Not part
 	// of the preset file.
 	StepScale float64 `json:"-"`
+	// ExpertShards, when > 1, is the number of data-parallel ranks a
+	// mixture of experts' routed experts are split over: vLLM runs an MoE
+	// model's data-parallel ranks with its expert layers as one DP×TP
+	// group (vLLM docs/serving/data_parallel_deployment.md), so each
+	// rank's GPUs hold 1/ExpertShards of the experts it would hold alone
+	// and compute their share of every rank's tokens. Set on the ranks of
+	// an expanded data-parallel replica (sim.ExpandDataParallel); not part
+	// of the preset file.
+	ExpertShards int `json:"-"`
 
 	// Arch and GPU are the resolved model and GPU.
 	Arch *arch.Model `json:"-"`
@@ -383,7 +392,7 @@ func (p *Preset) KVCapacity() (KVCapacity, error) {
 	if p.Arch == nil {
 		return KVCapacity{}, fmt.Errorf("preset %s: model and GPU not resolved", p.Name)
 	}
-	return ComputeKVCapacity(p.Arch, &p.GPU, p.TensorParallelSize, p.Engine)
+	return computeKVCapacity(p.Arch, &p.GPU, p.TensorParallelSize, p.ExpertShards, p.Engine)
 }
 
 // EngineConfig resolves the engine arguments: vLLM's defaults for the
@@ -500,7 +509,7 @@ func (p *Preset) unscaledModel() (StepModel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 		}
-		m, err := NewCalibratedModel(p.Calibration.Coefficients, p.Arch, &p.GPU, p.TensorParallelSize, elem)
+		m, err := newCalibratedModel(p.Calibration.Coefficients, p.Arch, &p.GPU, p.TensorParallelSize, max(p.ExpertShards, 1), elem)
 		if err != nil {
 			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 		}

@@ -109,7 +109,9 @@ func address(i int) string { return fmt.Sprintf("10.0.%d.%d:8000", i/250, i%250+
 // EPP sees as endpoints of their own, as llm-d's datastore lists a
 // data-parallel pod's ranks (spec flow-control.md 14.2: IDs
 // "<pod>-rank-<i>"; rank i listens on the pod's port + i). Labels are
-// copied to every rank.
+// copied to every rank. A mixture of experts' ranks split its routed
+// experts between them (replica.Preset.ExpertShards), as vLLM's expert
+// layers span the whole DP×TP group.
 func ExpandDataParallel(fleet []ReplicaSpec) ([]ReplicaSpec, error) {
 	var out []ReplicaSpec
 	for _, r := range fleet {
@@ -132,6 +134,9 @@ func ExpandDataParallel(fleet []ReplicaSpec) ([]ReplicaSpec, error) {
 			rank.Address = net.JoinHostPort(host, strconv.Itoa(p+i))
 			rank.Labels = maps.Clone(r.Labels)
 			rank.Preset.Engine.DataParallelSize = 1
+			// A mixture of experts' ranks share their expert layers
+			// (replica.Preset.ExpertShards).
+			rank.Preset.ExpertShards = n
 			out = append(out, rank)
 		}
 		if len(out) > maxReplicas {
