@@ -42,6 +42,11 @@ func Findings(runs []NamedSummary) []string {
 		}
 	}
 	for _, r := range rs {
+		if s := kneeSentence(r); s != "" {
+			out = append(out, s)
+		}
+	}
+	for _, r := range rs {
 		if s := routingSentence(r); s != "" {
 			out = append(out, s)
 		}

@@ -261,6 +261,11 @@ type Summary struct {
 	// Config is what the run was made of, so a summary is reproducible
 	// from itself.
 	Config *RunConfig `json:"config,omitempty"`
+	// Knee is where the fleet stops keeping up with the run's traffic,
+	// Intervals the headline latencies' 90% intervals; both absent when
+	// they cannot be estimated (knee.go).
+	Knee      *Knee             `json:"knee,omitempty"`
+	Intervals *LatencyIntervals `json:"latency_intervals_ms,omitempty"`
 
 	// rejections are the Aggregator's rejections after warm-up, most
 	// requests first (not in summary.json: the findings' explanation of

@@ -109,6 +109,45 @@ func HeadlineRows(runs []NamedSummary) []Row {
 		rowDef{"TPOT p50", func(s *Summary) string { return fn(s.Latency.TPOT.P50, 2) }},
 		rowDef{"E2E p99", func(s *Summary) string { return fn(s.Latency.E2E.P99, 1) }},
 	)
+	intervals, knee := false, false
+	for _, ns := range runs {
+		intervals = intervals || (ns.Summary != nil && ns.Summary.Intervals != nil)
+		knee = knee || (ns.Summary != nil && ns.Summary.Knee != nil)
+	}
+	if intervals {
+		// The calibration's out-of-sample error, and near the knee the
+		// step-time interval (docs/latency.md, "Intervals").
+		group("latency, 90% interval (ms)",
+			rowDef{"TTFT p50", func(s *Summary) string {
+				return intervalCell(s.Intervals, func(i *LatencyIntervals) [2]Num { return i.TTFTP50 }, 1)
+			}},
+			rowDef{"TTFT p99", func(s *Summary) string {
+				return intervalCell(s.Intervals, func(i *LatencyIntervals) [2]Num { return i.TTFTP99 }, 1)
+			}},
+			rowDef{"TPOT p50", func(s *Summary) string {
+				return intervalCell(s.Intervals, func(i *LatencyIntervals) [2]Num { return i.TPOTP50 }, 2)
+			}},
+			rowDef{"E2E p99", func(s *Summary) string {
+				return intervalCell(s.Intervals, func(i *LatencyIntervals) [2]Num { return i.E2EP99 }, 1)
+			}},
+		)
+	}
+	if knee {
+		kn := func(f func(*Knee) string) func(*Summary) string {
+			return func(s *Summary) string {
+				if s.Knee == nil {
+					return dash
+				}
+				return f(s.Knee)
+			}
+		}
+		group("knee (steady state)",
+			rowDef{"sustainable rate (req/s)", kn(func(k *Knee) string { return fn(k.MaxRequestsPerS, 2) })},
+			rowDef{"utilization: offered ÷ sustainable", kn(func(k *Knee) string { return pctN(k.Utilization) })},
+			rowDef{"busiest replica's utilization", kn(func(k *Knee) string { return pctN(k.BusiestUtilization) })},
+			rowDef{"binding limit", kn(func(k *Knee) string { return k.Binding })},
+		)
+	}
 	group("throughput",
 		rowDef{"completed req/s", func(s *Summary) string { return fn(s.Throughput.RequestsPerS, 2) }},
 		rowDef{"output tokens/s", func(s *Summary) string { return fn(s.Throughput.OutputTokensPerS, 0) }},

@@ -270,6 +270,16 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 	s.Config = runConfig(spec, l, opts, res)
 	if l.Disaggregates() {
 		pdConfig(s.Config, spec.Fleet, opts)
+	} else if report.Measured(s) {
+		if s.Knee, err = kneeOf(spec.Fleet, s); err != nil {
+			return nil, err
+		}
+		s.Intervals = intervalsOf(calibrationOf(spec.Fleet), s)
+		if s.Knee != nil {
+			if _, _, near, ok := StepScales(spec.Fleet, s); ok {
+				s.Knee.NearKnee = near
+			}
+		}
 	}
 	if len(router.GPUPolls) > 0 {
 		// Only a config that polls DCGM has simulated dcgm-exporters.

@@ -27,6 +27,9 @@ type runFlags struct {
 	configs  []string
 	out      string
 	jsonOut  bool
+	// kneeRuns: near the knee, repeat a config at both ends of the
+	// step-time interval to widen its latency intervals.
+	kneeRuns bool
 	progress string
 	workers  int
 	force    bool
@@ -73,6 +76,7 @@ docs/metrics.md, which --out also writes as metrics.md next to report.md.`,
 	fl.StringVar(&f.out, "out", "", "write summary.json, requests.csv, timeseries.csv, reports and plots to this directory (created; refused if it holds files, unless --force)")
 	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory, replacing the files a run writes")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the summary document as JSON instead of the table")
+	fl.BoolVar(&f.kneeRuns, "knee-intervals", true, "for a config near its knee (its busiest replica at 90% of its sustainable rate with steps at the slow end of the calibration's interval), simulate it twice more, every step at each end of that interval, and widen its latency intervals to those runs (docs/latency.md, \"Intervals\"); false keeps the calibration's error factors alone")
 	fl.StringVar(&f.progress, "progress", "auto", "progress on stderr: auto (when a terminal), always, never")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "configs simulating at once, on one shared reading of the trace (results do not depend on it)")
 	return cmd
@@ -143,6 +147,9 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		defer out.Abort() // removes temp files unless Close succeeded
 	}
 	runs, err := runConfigs(ctx, jobs, spec, out, board, f.workers)
+	if err == nil && f.kneeRuns {
+		err = kneeIntervals(ctx, jobs, spec, runs)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return withExitCode(130, errInterrupted)
@@ -180,6 +187,35 @@ func namedRuns(runs []configRun) []report.NamedSummary {
 		named[i] = report.NamedSummary{Name: r.name, Summary: r.summary}
 	}
 	return named
+}
+
+// kneeIntervals repeats every config whose run is near its knee with
+// every step at both ends of the calibration's step-time interval
+// (scenario.StepScales) and widens the run's latency intervals to what
+// those runs measured: near the knee a few per cent of step time move
+// the queueing, and so TTFT, by orders of magnitude. The repeats read the
+// trace again and write nothing.
+func kneeIntervals(ctx context.Context, jobs []runJob, spec *scenario.Spec, runs []configRun) error {
+	for i, r := range runs {
+		low, high, near, ok := scenario.StepScales(spec.Fleet, r.summary)
+		if !ok || !near {
+			continue
+		}
+		ends := make([]*report.Summary, 2)
+		for k, scale := range []float64{low, high} {
+			scaled := *spec
+			scaled.Fleet = scenario.ScaleSteps(spec.Fleet, scale)
+			e := scenario.ForSource(jobs[i].src)
+			e.Name = jobs[i].name
+			s, err := scenario.RunContext(ctx, &scaled, e, scenario.Hooks{})
+			if err != nil {
+				return fmt.Errorf("%s, steps ×%.3g: %w", jobs[i].name, scale, err)
+			}
+			ends[k] = s
+		}
+		scenario.WidenIntervals(r.summary, ends[0], ends[1], low, high)
+	}
+	return nil
 }
 
 // runJob is one --epp-config to simulate.

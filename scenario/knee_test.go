@@ -1,0 +1,91 @@
+package scenario
+
+import (
+	"math"
+	"testing"
+
+	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/report"
+)
+
+// TestRunKnee: a run's knee is every replica's sustainable rate for the
+// run's mean request (replica.SustainableRate, recomputed here from the
+// summary's own figures), summed over the fleet, with the busiest
+// replica's routed share of the offered load over its own rate.
+func TestRunKnee(t *testing.T) {
+	spec := testSpec(t, 200)
+	s, err := Run(spec, ForSource("round-robin"), Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Knee
+	if k == nil {
+		t.Fatal("no knee")
+	}
+	p := spec.Fleet[0].Preset
+	cfg, err := p.EngineConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := float64(s.Requests.Complete)
+	prompt := float64(s.Cache.PromptTokens) / done
+	mix := replica.Mix{PromptTokens: prompt, CachedTokens: prompt * s.Cache.TrueHitRatio.Float(),
+		OutputTokens: s.Throughput.OutputTokensPerS.Float() / s.Throughput.RequestsPerS.Float()}
+	one, err := replica.SustainableRate(cfg, m, mix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two identical replicas; round robin gives each half the load.
+	if got := k.MaxRequestsPerS.Float(); math.Abs(got-2*one.MaxRate) > 1e-9*got {
+		t.Errorf("fleet rate %v, want 2 × %v", got, one.MaxRate)
+	}
+	if want := s.OfferedLoad.RequestsPerS.Float() / (2 * one.MaxRate); math.Abs(k.Utilization.Float()-want) > 1e-12 {
+		t.Errorf("utilization %v, want %v", k.Utilization, want)
+	}
+	busiest := 0
+	for _, n := range s.Routing.PerReplica {
+		busiest = max(busiest, n)
+	}
+	share := float64(busiest) / float64(s.Requests.Complete)
+	if want := s.OfferedLoad.RequestsPerS.Float() * share / one.MaxRate; math.Abs(k.BusiestUtilization.Float()-want) > 1e-12 || k.Binding != one.Binding {
+		t.Errorf("busiest %v bound by %s, want %v by %s", k.BusiestUtilization, k.Binding, want, one.Binding)
+	}
+	if k.NearKnee || s.Intervals != nil {
+		t.Errorf("near knee %v, intervals %+v: the shipped calibration records no factors", k.NearKnee, s.Intervals)
+	}
+}
+
+// TestWidenIntervals: an interval widens to what the fast and slow runs
+// measured, never narrows, and records the scales.
+func TestWidenIntervals(t *testing.T) {
+	s, fast, slow := &report.Summary{}, &report.Summary{}, &report.Summary{}
+	s.Intervals = &report.LatencyIntervals{Basis: "x",
+		TTFTP50: [2]report.Num{10, 20}, TTFTP99: [2]report.Num{30, 60}, TPOTP50: [2]report.Num{5, 6}, E2EP99: [2]report.Num{100, 200}}
+	fast.Latency.TTFT.P50, slow.Latency.TTFT.P50 = 12, 18  // inside: unchanged
+	fast.Latency.TTFT.P99, slow.Latency.TTFT.P99 = 25, 900 // both ends widen
+	fast.Latency.TPOT.P50, slow.Latency.TPOT.P50 = 4.5, 6.5
+	fast.Latency.E2E.P99, slow.Latency.E2E.P99 = 90, report.Undefined() // an undefined end is ignored
+	WidenIntervals(s, fast, slow, 0.9, 1.1)
+	iv := s.Intervals
+	for _, tc := range []struct {
+		name string
+		got  [2]report.Num
+		want [2]report.Num
+	}{
+		{"TTFT p50", iv.TTFTP50, [2]report.Num{10, 20}},
+		{"TTFT p99", iv.TTFTP99, [2]report.Num{25, 900}},
+		{"TPOT p50", iv.TPOTP50, [2]report.Num{4.5, 6.5}},
+		{"E2E p99", iv.E2EP99, [2]report.Num{90, 200}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+	if len(iv.Scales) != 2 || iv.Scales[0] != 0.9 || iv.Scales[1] != 1.1 {
+		t.Errorf("scales %v", iv.Scales)
+	}
+}
