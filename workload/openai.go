@@ -54,7 +54,7 @@ func newOpenAIReader(r io.Reader, name string, o *Options) (*openaiReader, error
 	}
 	rate := o.sessionRate()
 	return &openaiReader{
-		name: name, lr: newLineReader(r), opt: o, enc: enc,
+		name: name, lr: newLineReader(r, o.MaxLineBytes), opt: o, enc: enc,
 		closed:   o.Mode.closed(ModeOpenLoop),
 		rng:      rand.New(rand.NewPCG(uint64(o.Seed), 0x6f70656e6169)),
 		gapMean:  1e9 / rate,
@@ -161,7 +161,7 @@ func (r *openaiReader) next() (*Request, error) {
 			return nil, io.EOF
 		}
 		if err == errLineTooLong {
-			return nil, &fatalError{r.bad("", "line longer than %d bytes", maxLineBytes)}
+			return nil, &fatalError{r.bad("", "%s", overLimit("line", r.opt.MaxLineBytes))}
 		}
 		if err != nil {
 			return nil, &fatalError{fmt.Errorf("%s: %w", r.name, err)}
