@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 
@@ -151,9 +150,13 @@ type Prediction struct {
 	MAPE      float64 `json:"mape"`
 }
 
-// Load reads an experiments file.
+// maxExperimentsBytes bounds an experiments file (the shared one, 30 runs,
+// has 644 kB).
+const maxExperimentsBytes = 64 << 20
+
+// Load reads an experiments file: a regular file of at most 64 MiB.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, maxExperimentsBytes, "an experiments file")
 	if err != nil {
 		return nil, fmt.Errorf("experiments: %w", err)
 	}

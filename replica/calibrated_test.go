@@ -3,6 +3,7 @@ package replica
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -159,6 +160,17 @@ func TestCalibrationFiles(t *testing.T) {
 // step runs misses the step scheduled next and joins the one after; added
 // to an idle engine it is scheduled at once; without async scheduling it
 // joins the next step.
+// TestLoadCalibrationDevice: a device that never ends is refused, not read
+// into memory.
+func TestLoadCalibrationDevice(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	if _, err := LoadCalibration("/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero: not a regular file") {
+		t.Errorf("/dev/zero: error %v", err)
+	}
+}
+
 func TestAsyncScheduling(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e, err := NewEngine(Config{BlockSize: 16, NumGPUBlocks: 200, MaxNumBatchedTokens: 512, MaxNumSeqs: 8,

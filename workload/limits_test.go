@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -139,6 +141,41 @@ func TestLineLimitEndless(t *testing.T) {
 		}
 		if in.served > 2*limit+256<<10 {
 			t.Errorf("%s %q+%q...: read %d bytes for a limit of %d", tt.format, tt.head, tt.fill, in.served, limit)
+		}
+	}
+}
+
+// TestConfigLimit: a synthesizer spec or an inference-perf config is read
+// whole up to 1 MiB and refused past it, from a file, a reader or a
+// device that never ends.
+func TestConfigLimit(t *testing.T) {
+	dir := t.TempDir()
+	want := ": larger than 1 MiB, the limit of a config file (not a workload spec or inference-perf config?)"
+	for _, size := range []int{maxConfigBytes, maxConfigBytes + 1} {
+		path := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(path, bytes.Repeat([]byte("#"), size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		data, err := ReadConfigFile(path)
+		if size <= maxConfigBytes && (err != nil || len(data) != size) {
+			t.Errorf("%d bytes: %d read, error %v", size, len(data), err)
+		}
+		if size > maxConfigBytes && (err == nil || err.Error() != path+want || !IsInputError(err)) {
+			t.Errorf("%d bytes: error %v", size, err)
+		}
+	}
+	in := &endless{fill: '#', budget: 4 << 20}
+	_, err := NewSource(in, "x.yaml", opts(Options{Format: FormatInferencePerf}))
+	if err == nil || err.Error() != "x.yaml"+want || in.served > maxConfigBytes+64<<10 {
+		t.Errorf("endless config: error %v after %d bytes", err, in.served)
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		_, err := Open(InferencePerfPrefix+"/dev/zero", opts(Options{}))
+		if err == nil || err.Error() != "/dev/zero"+want {
+			t.Errorf("/dev/zero: error %v", err)
+		}
+		if _, err := ReadConfigFile("/dev/zero"); err == nil || err.Error() != "/dev/zero"+want {
+			t.Errorf("/dev/zero: error %v", err)
 		}
 	}
 }

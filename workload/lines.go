@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -84,6 +85,31 @@ func (lr *lineReader) next() ([]byte, error) {
 		}
 		return line, nil
 	}
+}
+
+// ReadConfigFile reads a file a workload is made from, a synthesizer spec
+// or an inference-perf config: at most 1 MiB, so that a device or a pipe
+// that never ends is refused (an *InputError) instead of read into memory
+// whole.
+func ReadConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	defer f.Close()
+	return readConfig(f, path, maxConfigBytes)
+}
+
+// readConfig reads r whole, if it holds at most limit bytes.
+func readConfig(r io.Reader, name string, limit int) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(data) > limit {
+		return nil, &InputError{File: name, Msg: fmt.Sprintf("larger than %s, the limit of a config file (not a workload spec or inference-perf config?)", formatBytes(limit))}
+	}
+	return data, nil
 }
 
 // parseTime parses a non-negative decimal number of units (a JSON number such
