@@ -166,6 +166,7 @@ func Load(path string) (*File, error) {
 // Parse decodes an experiments file and checks every experiment; errors
 // name the file, the experiment and the field.
 func Parse(data []byte, name string) (*File, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark is no JSON
 	var f File
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&f); err != nil {

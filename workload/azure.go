@@ -90,7 +90,8 @@ func newAzureReader(r io.Reader, name string, o *Options) (*azureReader, error) 
 	a.lastLine, _ = cr.FieldPos(len(header) - 1)
 	a.ncols = len(header)
 	for i, h := range header {
-		switch strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))) {
+		// (A leading byte order mark is gone: newStream drops it.)
+		switch strings.ToLower(strings.TrimSpace(h)) {
 		case "timestamp":
 			a.colTS = i
 		case "contexttokens":

@@ -36,6 +36,18 @@ func formatBytes(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// utf8BOM is the byte order mark some editors write at the start of a UTF-8
+// file; it is not part of the content.
+const utf8BOM = "\xef\xbb\xbf"
+
+// skipBOM drops a leading byte order mark from br: a check of the first
+// three bytes, once per input.
+func skipBOM(br *bufio.Reader) {
+	if b, _ := br.Peek(len(utf8BOM)); string(b) == utf8BOM {
+		br.Discard(len(utf8BOM)) // buffered by Peek: cannot fail
+	}
+}
+
 // lineReader yields lines without their terminator ("\n" or "\r\n"),
 // counting them. A line longer than limit bytes is errLineTooLong (and
 // at most limit + 64 KiB of it is buffered). The returned slice is valid

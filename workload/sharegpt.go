@@ -267,13 +267,8 @@ func (s *sharegptReader) readConversation() error {
 			if err != nil {
 				return &fatalError{fmt.Errorf("%s: %w", s.name, err)}
 			}
+			// (A leading byte order mark is gone: newStream drops it.)
 			if b == ' ' || b == '\t' || b == '\r' || b == '\n' {
-				continue
-			}
-			if b == 0xef { // UTF-8 byte order mark
-				if _, err := s.br.Discard(2); err != nil {
-					return &fatalError{fmt.Errorf("%s: %w", s.name, err)}
-				}
 				continue
 			}
 			s.array = b == '['

@@ -119,6 +119,8 @@ func TestShareGPTBad(t *testing.T) {
 		{"\n\n\n\n[\n{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}]},\n{\"conversations\": [{\"from\": \"robot\", \"value\": \"b\"}]}\n]",
 			`s.json:7: conversations[0].from: unknown speaker "robot"`},
 		{"\n \n{\"conversations\": 5}", "s.json:3: conversations: expected a JSON array, got JSON number"},
+		// A leading 0xef that does not start a byte order mark is no JSON.
+		{"\xef\xbf\xbd[]", "s.json:1: invalid JSON: invalid character 'ï' looking for beginning of value"},
 	}
 	for _, tt := range tests {
 		err := firstError(t, "s.json", tt.data, Options{Format: FormatShareGPT})

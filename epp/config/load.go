@@ -221,6 +221,10 @@ func readFile(path string, limit int) ([]byte, error) {
 // Load decodes, defaults, validates and instantiates a configuration. Empty
 // input means the built-in default configuration (spec §1.2).
 func Load(data []byte, opts Options) (*Loaded, error) {
+	// A UTF-8 byte order mark (some editors write one) is not content: the
+	// YAML decoder skips it, and without it the line index sees the first
+	// key as it is.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Default(opts)
 	}

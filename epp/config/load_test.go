@@ -814,3 +814,47 @@ func TestGPUPollWiring(t *testing.T) {
 		})
 	}
 }
+
+// TestBOM: a UTF-8 byte order mark before a configuration is not content:
+// the configuration loads as without it, its errors on the same lines, and
+// a mark alone is an empty file (the default configuration).
+func TestBOM(t *testing.T) {
+	const bom = "\xef\xbb\xbf"
+	head := "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\n"
+	src := head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: 2\n"
+	o := opts()
+	o.File = "t.yaml"
+	want, err := config.Load([]byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Load([]byte(bom+src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wy, _ := want.YAML()
+	gy, _ := got.YAML()
+	if !bytes.Equal(wy, gy) {
+		t.Errorf("with a byte order mark:\n%s\nwithout:\n%s", gy, wy)
+	}
+	for _, c := range []struct{ src, msg string }{
+		{bom + "apiVersion: v1\nkind: EndpointPickerConfig\n",
+			`t.yaml:1: apiVersion: unsupported apiVersion/kind: apiVersion "v1" (want llm-d.ai/v1alpha1 or the deprecated inference.networking.x-k8s.io/v1alpha1)`},
+		{bom + head + "plugins: []\nschedulingProfile: []\n", `t.yaml:4: unknown field "schedulingProfile"`},
+	} {
+		if _, err := config.Load([]byte(c.src), o); err == nil || err.Error() != c.msg {
+			t.Errorf("error %v\nwant  %s", err, c.msg)
+		}
+	}
+	l, err := config.Load([]byte(bom+"\n"), o)
+	if err != nil || !l.BuiltinDefault {
+		t.Errorf("a byte order mark alone: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(bom+src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.LoadFile(path, opts()); err != nil {
+		t.Errorf("file with a byte order mark: %v", err)
+	}
+}
