@@ -182,6 +182,7 @@ func (a *azureReader) next() (*Request, error) {
 	if err != nil || out < 0 || out > maxOutputTokens {
 		return nil, a.bad("GeneratedTokens", "want an integer in [0, %d], got %q", maxOutputTokens, rec[a.colOut])
 	}
+	out = max(out, 1) // vLLM generates at least one token (docs/workloads.md)
 	if a.nextID > maxAzureRequests {
 		return nil, &fatalError{a.bad("", "more than %d rows", maxAzureRequests)}
 	}

@@ -172,6 +172,7 @@ func (h *hashIDReader) parse(line []byte) (*Request, error) {
 	if out < 0 || out > maxOutputTokens {
 		return nil, h.bad("output_length", "%d out of range [0, %d]", out, maxOutputTokens)
 	}
+	out = max(out, 1) // vLLM generates at least one token (docs/workloads.md)
 	if l.HashIDs == nil {
 		return nil, h.bad("hash_ids", "missing")
 	}
