@@ -171,6 +171,27 @@ func TestLoadCalibrationDevice(t *testing.T) {
 	}
 }
 
+// FuzzParseCalibration: any calibration file is read or refused with the
+// file named, never a panic; what is read has a name and valid
+// coefficients.
+func FuzzParseCalibration(f *testing.F) {
+	f.Add(defaultCalibrationYAML)
+	f.Add([]byte("name: x\ncoefficients: {step_us: 1e309}\n"))
+	f.Add([]byte("\xef\xbb\xbfname: x\ncoefficients: &a {step_us: 5}\nz: *a\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseCalibration(data, "c.yaml")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "c.yaml: ") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if c.Name == "" || c.Coefficients.Validate() != nil {
+			t.Fatalf("accepted %+v", c)
+		}
+	})
+}
+
 func TestAsyncScheduling(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e, err := NewEngine(Config{BlockSize: 16, NumGPUBlocks: 200, MaxNumBatchedTokens: 512, MaxNumSeqs: 8,
