@@ -52,6 +52,7 @@ func ReadConfigFile(path string) ([]byte, error) {
 // field ("config.json: num_attention_heads: must be > 0"). name is the file
 // name used in errors and the model's Name.
 func ParseModel(data []byte, name string) (*Model, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark is no JSON
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, jsonSyntax(data, err))

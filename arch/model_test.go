@@ -265,6 +265,9 @@ func TestParseErrors(t *testing.T) {
 		{`{` + base + `, "kv_lora_rank": 512}`, "config.json: qk_nope_head_dim: required"},
 		{`{` + base + `, "hidden_size": 2000000000, "num_hidden_layers": 60000}`, "implausibly large"},
 		{"{\n  \"hidden_size\": 64,\n  oops\n}", "config.json: line 3, column 3"},
+		// A UTF-8 byte order mark is skipped, and lines still count from it.
+		{"\xef\xbb\xbf{\n  \"hidden_size\": 64,\n  oops\n}", "config.json: line 3, column 3"},
+		{"\xef\xbb\xbf{" + base + `, "num_attention_heads": 0}`, "config.json: num_attention_heads: must be > 0, got 0"},
 		{`[]`, "config.json:"},
 		{`null`, "config.json: not a JSON object"},
 	}

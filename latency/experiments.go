@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 
@@ -162,9 +161,13 @@ type Prediction struct {
 	MAPE      float64 `json:"mape"`
 }
 
-// Load reads an experiments file.
+// maxExperimentsBytes bounds an experiments file (the shared one, 30 runs,
+// has 644 kB).
+const maxExperimentsBytes = 64 << 20
+
+// Load reads an experiments file: a regular file of at most 64 MiB.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, maxExperimentsBytes, "an experiments file")
 	if err != nil {
 		return nil, fmt.Errorf("experiments: %w", err)
 	}
@@ -174,6 +177,7 @@ func Load(path string) (*File, error) {
 // Parse decodes an experiments file and checks every experiment; errors
 // name the file, the experiment and the field.
 func Parse(data []byte, name string) (*File, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark is no JSON
 	var f File
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&f); err != nil {

@@ -56,6 +56,8 @@ func TestParseErrors(t *testing.T) {
 		{`{"experiments": [{"id": "a", "model": "nope/nope", "hardware": "H100", "tp": 1,
 			"workload": {"shared_prefix_requested": {"question_len": 5, "output_len": 5}, "stages": [{"rate_rps": 1, "duration_s": 1}]}}]}`, "model: \"nope/nope\" is not an embedded config"},
 		{`{"experiments": [`, "x.json: "},
+		// A UTF-8 byte order mark is skipped.
+		{"\xef\xbb\xbf" + `{"experiments": []}`, "x.json: experiments: none"},
 	} {
 		_, err := Parse([]byte(tc.doc), "x.json")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -25,6 +25,9 @@ const MaxDecodePerToken = 1.0
 // maxIPerfConfigBytes bounds an inference-perf config (as workload does).
 const maxIPerfConfigBytes = 1 << 20
 
+// iperfWrites is what a results file larger than its bound is not.
+const iperfWrites = "what inference-perf writes there"
+
 // reStageFile matches a stage report's name after the prefix.
 var reStageFile = regexp.MustCompile(`^stage_(\d+)_lifecycle_metrics\.json$`)
 
@@ -74,7 +77,7 @@ func LoadResultsDir(dir string, eng *EngineSpec) (*Experiment, error) {
 	file := func(name string) string { return filepath.Join(dir, prefix+name) }
 
 	cfgPath := file(ConfigFile)
-	raw, err := readBounded(cfgPath, maxIPerfConfigBytes)
+	raw, err := readBounded(cfgPath, maxIPerfConfigBytes, iperfWrites)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%s: missing: the run's inference-perf config (inference-perf writes it beside its reports; with a build that did not, copy the config the run used there)", cfgPath)
@@ -208,7 +211,7 @@ func NominalOutputLen(cfg *workload.InferencePerfConfig) (float64, error) {
 }
 
 func loadLifecycle(path string) (*Lifecycle, error) {
-	data, err := readBounded(path, maxLifecycleBytes)
+	data, err := readBounded(path, maxLifecycleBytes, iperfWrites)
 	if err != nil {
 		return nil, err
 	}
@@ -238,8 +241,9 @@ func regimeFlags(l *Lifecycle) []string {
 	return out
 }
 
-// readBounded reads a regular file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
+// readBounded reads a regular file of at most limit bytes; what says what
+// a larger file is not.
+func readBounded(path string, limit int64, what string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -257,7 +261,7 @@ func readBounded(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes; not what inference-perf writes there", path, limit)
+		return nil, fmt.Errorf("%s: larger than %d bytes; not %s", path, limit, what)
 	}
 	return data, nil
 }

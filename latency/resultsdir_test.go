@@ -377,6 +377,15 @@ func TestLoadInputsBadInput(t *testing.T) {
 			want   string
 		}{"engine with an experiments file only", []string{experimentsFile}, filepath.Join(codegen, EngineFile), "no results directory among the inputs"})
 	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		// A device that never ends is refused, not read into memory.
+		cases = append(cases, struct {
+			name   string
+			paths  []string
+			engine string
+			want   string
+		}{"a device", []string{"/dev/zero"}, "", "experiments: /dev/zero: not a regular file"})
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := LoadInputs(c.paths, c.engine)
@@ -384,6 +393,24 @@ func TestLoadInputsBadInput(t *testing.T) {
 				t.Fatalf("error %v, want one saying %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestReadBounded: a file is read whole up to the limit and refused past
+// it, saying what it is not.
+func TestReadBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "e.json")
+	for _, size := range []int{10, 11} {
+		if err := os.WriteFile(path, []byte(strings.Repeat(" ", size)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		data, err := readBounded(path, 10, "an experiments file")
+		if size == 10 && (err != nil || len(data) != 10) {
+			t.Errorf("%d bytes: %d read, error %v", size, len(data), err)
+		}
+		if want := path + ": larger than 10 bytes; not an experiments file"; size == 11 && (err == nil || err.Error() != want) {
+			t.Errorf("%d bytes: error %v, want %s", size, err, want)
+		}
 	}
 }
 

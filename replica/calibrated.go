@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -226,9 +225,10 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 	return c, nil
 }
 
-// LoadCalibration reads a calibration file.
+// LoadCalibration reads a calibration file (a regular file of at most
+// 16 MiB, as every configuration file).
 func LoadCalibration(path string) (Calibration, error) {
-	data, err := os.ReadFile(path)
+	data, err := arch.ReadConfigFile(path)
 	if err != nil {
 		return Calibration{}, err // *PathError: names the file
 	}

@@ -3,6 +3,7 @@ package replica
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -170,6 +171,38 @@ func TestCalibrationFiles(t *testing.T) {
 // step runs misses the step scheduled next and joins the one after; added
 // to an idle engine it is scheduled at once; without async scheduling it
 // joins the next step.
+// TestLoadCalibrationDevice: a device that never ends is refused, not read
+// into memory.
+func TestLoadCalibrationDevice(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	if _, err := LoadCalibration("/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero: not a regular file") {
+		t.Errorf("/dev/zero: error %v", err)
+	}
+}
+
+// FuzzParseCalibration: any calibration file is read or refused with the
+// file named, never a panic; what is read has a name and valid
+// coefficients.
+func FuzzParseCalibration(f *testing.F) {
+	f.Add(defaultCalibrationYAML)
+	f.Add([]byte("name: x\ncoefficients: {step_us: 1e309}\n"))
+	f.Add([]byte("\xef\xbb\xbfname: x\ncoefficients: &a {step_us: 5}\nz: *a\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseCalibration(data, "c.yaml")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "c.yaml: ") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if c.Name == "" || c.Coefficients.Validate() != nil {
+			t.Fatalf("accepted %+v", c)
+		}
+	})
+}
+
 func TestAsyncScheduling(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		e, err := NewEngine(Config{BlockSize: 16, NumGPUBlocks: 200, MaxNumBatchedTokens: 512, MaxNumSeqs: 8,

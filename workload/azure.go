@@ -19,6 +19,7 @@ import (
 type azureReader struct {
 	name      string
 	cr        *csv.Reader
+	lim       *recordLimiter
 	opt       *Options
 	synth     blockSynth
 	modelJSON []byte
@@ -31,6 +32,35 @@ type azureReader struct {
 	last      int64
 	nextID    int64
 	line      int
+	lastLine  int // line of the last record's last field
+}
+
+// recordLimiter is the Azure reader's input: a read that would take it more
+// than limit bytes (+1 for the line end) past mark, the end of the last
+// record encoding/csv returned, fails with errRecordTooLong. encoding/csv
+// buffers a whole record however long it is; this bounds it at
+// Options.MaxLineBytes at the cost of a comparison per read (a record is
+// ended by its line end, or spans several lines inside quotes).
+type recordLimiter struct {
+	r     io.Reader
+	off   int64 // bytes read
+	mark  int64
+	limit int64
+}
+
+var errRecordTooLong = errors.New("CSV record too long")
+
+func (l *recordLimiter) Read(p []byte) (int, error) {
+	room := l.mark + l.limit + 1 - l.off
+	if room <= 0 {
+		return 0, errRecordTooLong
+	}
+	if int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := l.r.Read(p)
+	l.off += int64(n)
+	return n, err
 }
 
 func newAzureReader(r io.Reader, name string, o *Options) (*azureReader, error) {
@@ -38,23 +68,30 @@ func newAzureReader(r io.Reader, name string, o *Options) (*azureReader, error) 
 	if err != nil {
 		return nil, err
 	}
-	cr := csv.NewReader(r)
+	lim := &recordLimiter{r: r, limit: int64(o.MaxLineBytes)}
+	cr := csv.NewReader(lim)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	a := &azureReader{
-		name: name, cr: cr, opt: o, synth: blockSynth{seed: uint64(o.Seed), lex: lx},
+		name: name, cr: cr, lim: lim, opt: o, synth: blockSynth{seed: uint64(o.Seed), lex: lx},
 		modelJSON: jsonString(o.Model), colTS: -1, colIn: -1, colOut: -1,
 	}
 	header, err := cr.Read()
 	if err != nil {
-		if err == io.EOF {
+		switch {
+		case err == io.EOF:
 			return nil, &InputError{File: name, Line: 1, Msg: "empty file (want a CSV header)"}
+		case errors.Is(err, errRecordTooLong):
+			return nil, &InputError{File: name, Line: 1, Msg: "header: " + overLimit("CSV record", o.MaxLineBytes), Err: err}
 		}
 		return nil, &InputError{File: name, Line: 1, Msg: "bad CSV header: " + err.Error(), Err: err}
 	}
+	lim.mark = cr.InputOffset()
+	a.lastLine, _ = cr.FieldPos(len(header) - 1)
 	a.ncols = len(header)
 	for i, h := range header {
-		switch strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))) {
+		// (A leading byte order mark is gone: newStream drops it.)
+		switch strings.ToLower(strings.TrimSpace(h)) {
 		case "timestamp":
 			a.colTS = i
 		case "contexttokens":
@@ -84,6 +121,11 @@ func (a *azureReader) next() (*Request, error) {
 		return nil, io.EOF
 	}
 	if err != nil {
+		if errors.Is(err, errRecordTooLong) {
+			// The record starts on the line after the previous one (blank
+			// lines before it aside).
+			return nil, &fatalError{&InputError{File: a.name, Line: a.lastLine + 1, Msg: overLimit("CSV record", a.opt.MaxLineBytes), Err: err}}
+		}
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
 			a.line = pe.Line
@@ -91,7 +133,9 @@ func (a *azureReader) next() (*Request, error) {
 		}
 		return nil, &fatalError{fmt.Errorf("%s: %w", a.name, err)}
 	}
+	a.lim.mark = a.cr.InputOffset()
 	a.line, _ = a.cr.FieldPos(0)
+	a.lastLine, _ = a.cr.FieldPos(len(rec) - 1)
 	if len(rec) != a.ncols {
 		return nil, a.bad("", "%d fields, the header has %d", len(rec), a.ncols)
 	}
@@ -138,6 +182,7 @@ func (a *azureReader) next() (*Request, error) {
 	if err != nil || out < 0 || out > maxOutputTokens {
 		return nil, a.bad("GeneratedTokens", "want an integer in [0, %d], got %q", maxOutputTokens, rec[a.colOut])
 	}
+	out = max(out, 1) // vLLM generates at least one token (docs/workloads.md)
 	if a.nextID > maxAzureRequests {
 		return nil, &fatalError{a.bad("", "more than %d rows", maxAzureRequests)}
 	}

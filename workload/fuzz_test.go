@@ -3,18 +3,40 @@ package workload
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/eppsim/eppsim/traces"
 )
 
 // fuzzRead reads data in format f and checks that nothing panics and that
-// whatever comes out keeps the Request contract.
+// whatever comes out keeps the Request contract; that a byte order mark
+// before the data changes nothing; and that with a small line limit every
+// error is still an *InputError.
 func fuzzRead(t *testing.T, f Format, data []byte, skip bool) {
-	o := opts(Options{Format: f, SkipInvalid: skip, MaxPromptTokens: 1 << 14})
+	reqs, err := fuzzReadOnce(t, f, data, skip, 0)
+	checkInvariants(t, reqs)
+	if !bytes.HasPrefix(data, []byte(utf8BOM)) {
+		bom, bomErr := fuzzReadOnce(t, f, append([]byte(utf8BOM), data...), skip, 0)
+		if fmt.Sprint(err) != fmt.Sprint(bomErr) || !reflect.DeepEqual(reqs, bom) {
+			t.Fatalf("with a byte order mark: %d requests, error %v; without: %d requests, error %v", len(bom), bomErr, len(reqs), err)
+		}
+	}
+	small, _ := fuzzReadOnce(t, f, data, skip, 64)
+	checkInvariants(t, small)
+}
+
+// fuzzReadOnce reads up to 300 requests and the error that ended reading
+// (nil at the end, or when NewSource refused the input).
+func fuzzReadOnce(t *testing.T, f Format, data []byte, skip bool, maxLine int) ([]*Request, error) {
+	o := opts(Options{Format: f, SkipInvalid: skip, MaxPromptTokens: 1 << 14, MaxLineBytes: maxLine})
 	s, err := NewSource(bytes.NewReader(data), "fuzz", o)
 	if err != nil {
-		return
+		return nil, nil
 	}
 	var reqs []*Request
 	for range 300 {
@@ -26,11 +48,11 @@ func fuzzRead(t *testing.T, f Format, data []byte, skip bool) {
 			if !IsInputError(err) {
 				t.Fatalf("error is not an *InputError: %v", err)
 			}
-			break
+			return reqs, err
 		}
 		reqs = append(reqs, r)
 	}
-	checkInvariants(t, reqs)
+	return reqs, nil
 }
 
 func addFixture(f *testing.F, path string, extra ...string) {
@@ -61,12 +83,14 @@ func FuzzOpenAI(f *testing.F) {
 }
 
 func FuzzShareGPT(f *testing.F) {
-	addFixture(f, "testdata/sharegpt.json", `{"conversation": [{"role": "user", "content": "x"}]}`+"\n"+`{"messages": []}`)
+	addFixture(f, "testdata/sharegpt.json", `{"conversation": [{"role": "user", "content": "x"}]}`+"\n"+`{"messages": []}`,
+		"\n\n ["+`{"conversations": [{"from": "human", "value": "`+strings.Repeat("x\\n", 30)+`"}]}`+",\n"+strings.Repeat(" \n", 40)+"{}]")
 	f.Fuzz(func(t *testing.T, data []byte, skip bool) { fuzzRead(t, FormatShareGPT, data, skip) })
 }
 
 func FuzzAzure(f *testing.F) {
-	addFixture(f, "testdata/azure.csv", "ContextTokens,GeneratedTokens,TIMESTAMP\n5,1,0.5\n6,2,1")
+	addFixture(f, "testdata/azure.csv", "ContextTokens,GeneratedTokens,TIMESTAMP\n5,1,0.5\n6,2,1",
+		"\"TIMESTAMP\",ContextTokens,GeneratedTokens\n0,10,0\n\"1\n"+strings.Repeat("\n", 70)+"\",20,1\n")
 	f.Fuzz(func(t *testing.T, data []byte, skip bool) { fuzzRead(t, FormatAzure, data, skip) })
 }
 
@@ -77,6 +101,36 @@ func FuzzDetect(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, skip bool) {
 		if _, err := DetectFormat(data); err == nil {
 			fuzzRead(t, FormatAuto, data, skip)
+		}
+	})
+}
+
+// FuzzParseSpec: any synthesizer spec is read or refused, never a panic;
+// what is read validates again as it is; a byte order mark before it
+// changes nothing read.
+func FuzzParseSpec(f *testing.F) {
+	for _, name := range []string{"chat", "agentic", "rag"} {
+		if data, err := traces.Preset(name); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte("base: chat\nsessions: 3\narrivals: {process: gamma, cv: 2, rate: 1}\n"))
+	f.Add([]byte("base: rag\nrag: {probability: 1e309}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseSpec(data)
+		if err == nil {
+			again := *s
+			if err := again.Validate(); err != nil {
+				t.Fatalf("accepted spec does not validate again: %v", err)
+			}
+		}
+		if bytes.HasPrefix(data, []byte(utf8BOM)) {
+			return
+		}
+		// (goyaml may word the error of invalid YAML differently.)
+		bom, bomErr := ParseSpec(append([]byte(utf8BOM), data...))
+		if (err == nil) != (bomErr == nil) || !reflect.DeepEqual(s, bom) {
+			t.Fatalf("with a byte order mark: %v; without: %v", bomErr, err)
 		}
 	})
 }

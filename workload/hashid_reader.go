@@ -50,7 +50,7 @@ func newHashIDReader(r io.Reader, name string, f Format, o *Options) (*hashIDRea
 		}
 	}
 	h := &hashIDReader{
-		name: name, format: f, lr: newLineReader(r), opt: o,
+		name: name, format: f, lr: newLineReader(r, o.MaxLineBytes), opt: o,
 		synth:     blockSynth{seed: uint64(o.Seed), lex: lx},
 		modelJSON: jsonString(o.Model), blockSize: bs,
 		closed: o.Mode.closed(ModeOpenLoop),
@@ -118,7 +118,7 @@ func (h *hashIDReader) next() (*Request, error) {
 			return nil, io.EOF
 		}
 		if err == errLineTooLong {
-			return nil, &fatalError{h.bad("", "line longer than %d bytes", maxLineBytes)}
+			return nil, &fatalError{h.bad("", "%s", overLimit("line", h.opt.MaxLineBytes))}
 		}
 		if err != nil {
 			return nil, &fatalError{fmt.Errorf("%s: %w", h.name, err)}
@@ -172,6 +172,7 @@ func (h *hashIDReader) parse(line []byte) (*Request, error) {
 	if out < 0 || out > maxOutputTokens {
 		return nil, h.bad("output_length", "%d out of range [0, %d]", out, maxOutputTokens)
 	}
+	out = max(out, 1) // vLLM generates at least one token (docs/workloads.md)
 	if l.HashIDs == nil {
 		return nil, h.bad("hash_ids", "missing")
 	}

@@ -46,8 +46,9 @@ const DefaultTokenInflation = 0.047
 // "inference-perf:profile.yaml".
 const InferencePerfPrefix = "inference-perf:"
 
-// maxIPerfConfigBytes bounds the size of a config file.
-const maxIPerfConfigBytes = 1 << 20
+// maxConfigBytes bounds the size of a config file (an inference-perf
+// config, a synthesizer spec): real ones are a few kilobytes.
+const maxConfigBytes = 1 << 20
 
 func (o *InferencePerfOptions) inflation() (float64, error) {
 	f := o.TokenInflation
@@ -73,12 +74,9 @@ func openInferencePerf(path string, o Options, userModel string) (*Stream, error
 }
 
 func readInferencePerf(r io.Reader, name string, o Options, userModel string) (*Stream, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxIPerfConfigBytes+1))
+	data, err := readConfig(r, name, maxConfigBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if len(data) > maxIPerfConfigBytes {
-		return nil, &InputError{File: name, Msg: fmt.Sprintf("larger than %d bytes; not an inference-perf config", maxIPerfConfigBytes)}
+		return nil, err
 	}
 	cfg, err := ParseInferencePerf(data, name)
 	if err != nil {

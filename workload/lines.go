@@ -7,26 +7,60 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 )
 
-// maxLineBytes bounds one input line (a ShareGPT conversation or an OpenAI
-// request with a long history can be large; nothing legitimate is this big).
+// maxLineBytes is the default of Options.MaxLineBytes: the most one input
+// line may hold (a ShareGPT conversation or an OpenAI request with a long
+// history can be large; nothing legitimate is this big).
 const maxLineBytes = 256 << 20
 
 var errLineTooLong = errors.New("line too long")
 
-// lineReader yields lines without their terminator ("\n" or "\r\n"),
-// counting them. The returned slice is valid until the next call.
-type lineReader struct {
-	r    *bufio.Reader
-	line int
-	buf  []byte
+// overLimit words the error for input (a "line", a "CSV record", a
+// "conversation") longer than the limit of n bytes (Options.MaxLineBytes).
+func overLimit(what string, n int) string {
+	return fmt.Sprintf("%s longer than the limit of %s (not a trace file?)", what, formatBytes(n))
 }
 
-func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
+// formatBytes renders n bytes as "256 MiB", "64 KiB" or "1000 bytes".
+func formatBytes(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// utf8BOM is the byte order mark some editors write at the start of a UTF-8
+// file; it is not part of the content.
+const utf8BOM = "\xef\xbb\xbf"
+
+// skipBOM drops a leading byte order mark from br: a check of the first
+// three bytes, once per input.
+func skipBOM(br *bufio.Reader) {
+	if b, _ := br.Peek(len(utf8BOM)); string(b) == utf8BOM {
+		br.Discard(len(utf8BOM)) // buffered by Peek: cannot fail
+	}
+}
+
+// lineReader yields lines without their terminator ("\n" or "\r\n"),
+// counting them. A line longer than limit bytes is errLineTooLong (and
+// at most limit + 64 KiB of it is buffered). The returned slice is valid
+// until the next call.
+type lineReader struct {
+	r     *bufio.Reader
+	line  int
+	limit int
+	buf   []byte
+}
+
+func newLineReader(r io.Reader, limit int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
 }
 
 func (lr *lineReader) next() ([]byte, error) {
@@ -35,7 +69,7 @@ func (lr *lineReader) next() ([]byte, error) {
 		chunk, err := lr.r.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			lr.buf = append(lr.buf, chunk...)
-			if len(lr.buf) > maxLineBytes {
+			if len(lr.buf) > lr.limit+1 { // +1: a "\r" that may end the line
 				lr.line++
 				return nil, errLineTooLong
 			}
@@ -58,8 +92,36 @@ func (lr *lineReader) next() ([]byte, error) {
 		lr.line++
 		line = bytes.TrimSuffix(line, []byte("\n"))
 		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) > lr.limit {
+			return nil, errLineTooLong
+		}
 		return line, nil
 	}
+}
+
+// ReadConfigFile reads a file a workload is made from, a synthesizer spec
+// or an inference-perf config: at most 1 MiB, so that a device or a pipe
+// that never ends is refused (an *InputError) instead of read into memory
+// whole.
+func ReadConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	defer f.Close()
+	return readConfig(f, path, maxConfigBytes)
+}
+
+// readConfig reads r whole, if it holds at most limit bytes.
+func readConfig(r io.Reader, name string, limit int) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(data) > limit {
+		return nil, &InputError{File: name, Msg: fmt.Sprintf("larger than %s, the limit of a config file (not a workload spec or inference-perf config?)", formatBytes(limit))}
+	}
+	return data, nil
 }
 
 // parseTime parses a non-negative decimal number of units (a JSON number such

@@ -54,7 +54,7 @@ func newOpenAIReader(r io.Reader, name string, o *Options) (*openaiReader, error
 	}
 	rate := o.sessionRate()
 	return &openaiReader{
-		name: name, lr: newLineReader(r), opt: o, enc: enc,
+		name: name, lr: newLineReader(r, o.MaxLineBytes), opt: o, enc: enc,
 		closed:   o.Mode.closed(ModeOpenLoop),
 		rng:      rand.New(rand.NewPCG(uint64(o.Seed), 0x6f70656e6169)),
 		gapMean:  1e9 / rate,
@@ -161,7 +161,7 @@ func (r *openaiReader) next() (*Request, error) {
 			return nil, io.EOF
 		}
 		if err == errLineTooLong {
-			return nil, &fatalError{r.bad("", "line longer than %d bytes", maxLineBytes)}
+			return nil, &fatalError{r.bad("", "%s", overLimit("line", r.opt.MaxLineBytes))}
 		}
 		if err != nil {
 			return nil, &fatalError{fmt.Errorf("%s: %w", r.name, err)}
@@ -268,24 +268,46 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 			return nil, r.badErr("x_output_text", err)
 		}
 	}
-	outLen := int64(-1)
+	// The body's token limits are checked as vLLM's OpenAI server checks
+	// them (it rejects a limit below 1), whether or not they give the output
+	// length: the body is replayed as it is.
+	limits := [...]struct {
+		v    *int64
+		name string
+	}{{body.MaxCompletionTokens, "max_completion_tokens"}, {body.MaxTokens, "max_tokens"}}
+	for _, l := range limits {
+		if l.v != nil && *l.v < 1 {
+			return nil, r.bad(prefix+l.name, "%d out of range [1, %d] (vLLM rejects a request with %s below 1)", *l.v, maxOutputTokens, l.name)
+		}
+	}
+	var outLen, lo int64
+	field := "x_output_tokens"
 	switch {
 	case x.OutputTokens != nil:
+		if env.OutputTokens == nil {
+			field = prefix + field // given in the body
+		}
 		outLen = *x.OutputTokens
-		if outIDs != nil && int64(len(outIDs)) != outLen {
-			return nil, r.bad("x_output_tokens", "%d, but x_output_text has %d tokens", outLen, len(outIDs))
+		if outIDs != nil && outLen >= 0 && int64(len(outIDs)) != outLen {
+			return nil, r.bad(field, "%d, but x_output_text has %d tokens", outLen, len(outIDs))
 		}
 	case outIDs != nil:
 		outLen = int64(len(outIDs))
 	case body.MaxCompletionTokens != nil:
-		outLen = *body.MaxCompletionTokens
+		outLen, field, lo = *body.MaxCompletionTokens, prefix+"max_completion_tokens", 1
 	case body.MaxTokens != nil:
-		outLen = *body.MaxTokens
+		outLen, field, lo = *body.MaxTokens, prefix+"max_tokens", 1
 	default:
 		outLen = int64(r.opt.DefaultOutputTokens)
 	}
-	if outLen < 0 || outLen > maxOutputTokens {
-		return nil, r.bad("x_output_tokens", "output length %d out of range [0, %d]", outLen, maxOutputTokens)
+	if outLen < lo || outLen > maxOutputTokens {
+		return nil, r.bad(field, "%d out of range [%d, %d]", outLen, lo, maxOutputTokens)
+	}
+	if outLen == 0 {
+		// A recorded length of 0 (or an empty completion): vLLM generates
+		// at least one token, so the request is one of one token, whose
+		// text the trace does not give.
+		outLen, outIDs = 1, nil
 	}
 
 	// Time and session.

@@ -133,6 +133,13 @@ type Options struct {
 	DefaultOutputTokens int
 	// MaxPromptTokens rejects longer prompts as invalid (0: 1<<21).
 	MaxPromptTokens int
+	// MaxLineBytes bounds one line of a JSONL trace (without its line end),
+	// one record of an Azure CSV trace and one conversation of a ShareGPT
+	// dump (0: 256 MiB). Longer input stops reading with an *InputError
+	// naming the limit, where it would otherwise be buffered whole (a
+	// device such as /dev/zero, or a file that is not text, never ends its
+	// first line).
+	MaxLineBytes int
 	// NoTokens skips materializing Body and PromptTokens (PromptLen and
 	// HashIDs are still set) for hash-id traces (Mooncake, Alibaba); used for
 	// fast statistics. Other formats always tokenize.
@@ -232,6 +239,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.DefaultOutputTokens < 0 {
 		return c, fmt.Errorf("default output tokens %d: must be > 0", c.DefaultOutputTokens)
+	}
+	if c.MaxLineBytes == 0 {
+		c.MaxLineBytes = maxLineBytes
+	}
+	if c.MaxLineBytes < 0 {
+		return c, fmt.Errorf("max line bytes %d: must be > 0", c.MaxLineBytes)
 	}
 	if c.MaxPromptTokens == 0 {
 		c.MaxPromptTokens = defaultMaxPrompt

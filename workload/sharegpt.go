@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,6 +29,7 @@ type sharegptReader struct {
 	br      *bufio.Reader
 	lc      *lineCounter
 	dec     *json.Decoder
+	decBase int64 // offset in the input of the decoder's first byte
 	opt     *Options
 	enc     *chatEncoder
 	closed  bool
@@ -70,7 +73,7 @@ func newShareGPTReader(r io.Reader, name string, o *Options) (*sharegptReader, e
 		return nil, err
 	}
 	rate := o.sessionRate()
-	lc := &lineCounter{r: r}
+	lc := &lineCounter{r: r, limit: int64(o.MaxLineBytes)}
 	br := bufio.NewReader(lc)
 	s := &sharegptReader{
 		name: name, br: br, lc: lc, opt: o, enc: enc,
@@ -87,24 +90,49 @@ func newShareGPTReader(r io.Reader, name string, o *Options) (*sharegptReader, e
 	return s, nil
 }
 
-// lineCounter counts newlines in the bytes read through it, so that byte
-// offsets (as json.Decoder reports them) can be mapped to line numbers.
-// Queries must come in increasing offset order.
+// lineCounter is the ShareGPT reader's input. It maps byte offsets (as
+// json.Decoder reports them) to line numbers, with a bitmap of the newlines
+// read since the last query (one bit per byte, so a conversation of many
+// short lines costs an eighth of its size, not eight bytes a line); queries
+// must come in increasing offset order. It also bounds how much one
+// conversation can make the decoder buffer: a read that would take the
+// input more than limit bytes past mark (the end of the last complete JSON
+// value) fails with errValueTooLong. encoding/json's Decoder otherwise
+// buffers a value, and even whitespace before one, however long it is.
 type lineCounter struct {
-	r       io.Reader
-	off     int64
-	nls     []int64
-	counted int
+	r     io.Reader
+	off   int64    // bytes read
+	base  int64    // offset of bit 0 of nl, a multiple of 64
+	nl    []uint64 // bit i set: a newline at offset base+i
+	q     int64    // offset of the last query
+	lines int      // newlines before q
+	mark  int64
+	limit int64
 }
 
+var errValueTooLong = errors.New("JSON value too long")
+
 func (c *lineCounter) Read(p []byte) (int, error) {
+	room := c.mark + c.limit + 1 - c.off
+	if room <= 0 {
+		return 0, errValueTooLong
+	}
+	if int64(len(p)) > room {
+		p = p[:room]
+	}
 	n, err := c.r.Read(p)
 	for i := 0; i < n; {
 		j := bytes.IndexByte(p[i:n], '\n')
 		if j < 0 {
 			break
 		}
-		c.nls = append(c.nls, c.off+int64(i+j))
+		pos := c.off + int64(i+j) - c.base
+		if w := int(pos >> 6); w >= len(c.nl) {
+			old := len(c.nl)
+			c.nl = slices.Grow(c.nl, w+1-old)[:w+1]
+			clear(c.nl[old:])
+		}
+		c.nl[pos>>6] |= 1 << (pos & 63)
 		i += j + 1
 	}
 	c.off += int64(n)
@@ -113,13 +141,27 @@ func (c *lineCounter) Read(p []byte) (int, error) {
 
 // lineAt returns the 1-based line of byte offset off.
 func (c *lineCounter) lineAt(off int64) int {
-	i := 0
-	for i < len(c.nls) && c.nls[i] < off {
-		i++
+	if off <= c.q {
+		return c.lines + 1
 	}
-	c.counted += i
-	c.nls = append(c.nls[:0], c.nls[i:]...)
-	return c.counted + 1
+	// Count the newlines in [q, off), then forget the words below off.
+	a, b := c.q-c.base, off-c.base
+	for w := a >> 6; w < int64(len(c.nl)) && w<<6 < b; w++ {
+		word := c.nl[w]
+		if lo := w << 6; a > lo {
+			word &^= 1<<(a-lo) - 1
+		}
+		if hi := w<<6 + 64; b < hi {
+			word &= 1<<(b-(hi-64)) - 1
+		}
+		c.lines += bits.OnesCount64(word)
+	}
+	c.q = off
+	drop := int(b >> 6)
+	n := copy(c.nl, c.nl[min(drop, len(c.nl)):])
+	c.nl = c.nl[:n]
+	c.base += int64(drop) << 6
+	return c.lines + 1
 }
 
 func (s *sharegptReader) next() (*Request, error) {
@@ -164,17 +206,48 @@ func sharegptRole(from string) (string, bool) {
 	return "", false
 }
 
+// offset is the decoder's input offset in the whole input.
+func (s *sharegptReader) offset() int64 { return s.decBase + s.dec.InputOffset() }
+
 func (s *sharegptReader) syntaxErr(err error) error {
-	line := s.lc.lineAt(s.dec.InputOffset())
+	line := s.lc.lineAt(s.offset())
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		line = s.lc.lineAt(se.Offset)
+		line = s.lc.lineAt(s.decBase + se.Offset)
+	}
+	if errors.Is(err, errValueTooLong) {
+		return &fatalError{&InputError{File: s.name, Line: s.valueLine(), Msg: overLimit("JSON value", s.opt.MaxLineBytes), Err: err}}
 	}
 	if err == io.ErrUnexpectedEOF || err == io.EOF {
 		// Never wrap io.EOF: callers test errors.Is(err, io.EOF) for the end.
 		return &fatalError{&InputError{File: s.name, Line: line, Msg: "unexpected end of input", Err: io.ErrUnexpectedEOF}}
 	}
 	return &fatalError{&InputError{File: s.name, Line: line, Msg: "invalid JSON: " + err.Error(), Err: err}}
+}
+
+// valueLine is the line where the value the decoder failed in starts (or
+// of the end of the whitespace it failed in): its input offset is still
+// before the whitespace and comma ahead of the value, which it holds in its
+// buffer.
+func (s *sharegptReader) valueLine() int {
+	line := s.lc.lineAt(s.offset())
+	r := s.dec.Buffered()
+	var buf [4096]byte
+	for {
+		n, err := r.Read(buf[:])
+		for _, c := range buf[:n] {
+			switch c {
+			case '\n':
+				line++
+			case ' ', '\t', '\r', ',':
+			default:
+				return line
+			}
+		}
+		if err != nil || n == 0 {
+			return line
+		}
+	}
 }
 
 // readConversation decodes the next conversation and schedules its session.
@@ -188,16 +261,14 @@ func (s *sharegptReader) readConversation() error {
 				s.eof = true
 				return nil
 			}
+			if errors.Is(err, errValueTooLong) {
+				return &fatalError{&InputError{File: s.name, Line: s.lc.lineAt(s.lc.off), Msg: overLimit("JSON value", s.opt.MaxLineBytes), Err: err}}
+			}
 			if err != nil {
 				return &fatalError{fmt.Errorf("%s: %w", s.name, err)}
 			}
+			// (A leading byte order mark is gone: newStream drops it.)
 			if b == ' ' || b == '\t' || b == '\r' || b == '\n' {
-				continue
-			}
-			if b == 0xef { // UTF-8 byte order mark
-				if _, err := s.br.Discard(2); err != nil {
-					return &fatalError{fmt.Errorf("%s: %w", s.name, err)}
-				}
 				continue
 			}
 			s.array = b == '['
@@ -206,11 +277,14 @@ func (s *sharegptReader) readConversation() error {
 			}
 			break
 		}
+		// The decoder's offsets start here, after the leading whitespace.
+		s.decBase = s.lc.off - int64(s.br.Buffered())
 		s.dec = json.NewDecoder(s.br)
 		if s.array {
 			if _, err := s.dec.Token(); err != nil { // the '['
 				return s.syntaxErr(err)
 			}
+			s.lc.mark = s.offset()
 		}
 	}
 	if !s.dec.More() {
@@ -221,8 +295,12 @@ func (s *sharegptReader) readConversation() error {
 				}
 				return s.syntaxErr(err)
 			}
+			s.lc.mark = s.offset()
 			if _, err := s.dec.Token(); err != io.EOF {
-				return &fatalError{&InputError{File: s.name, Line: s.lc.lineAt(s.dec.InputOffset()), Msg: "data after the end of the JSON array"}}
+				if errors.Is(err, errValueTooLong) {
+					return s.syntaxErr(err)
+				}
+				return &fatalError{&InputError{File: s.name, Line: s.lc.lineAt(s.offset()), Msg: "data after the end of the JSON array"}}
 			}
 		} else if _, err := s.dec.Token(); err != io.EOF {
 			if err == nil {
@@ -237,7 +315,8 @@ func (s *sharegptReader) readConversation() error {
 	if err := s.dec.Decode(&raw); err != nil {
 		return s.syntaxErr(err)
 	}
-	line := s.lc.lineAt(s.dec.InputOffset() - int64(len(raw)))
+	s.lc.mark = s.offset()
+	line := s.lc.lineAt(s.lc.mark - int64(len(raw)))
 	index := s.convIndex
 	s.convIndex++
 	bad := func(field, format string, args ...any) error {

@@ -1,7 +1,9 @@
 package workload
 
 import (
+	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -113,6 +115,12 @@ func TestShareGPTBad(t *testing.T) {
 		{"[\n{\"conversations\": []},\n{\"conversations\": [}\n]", "s.json:3: invalid JSON: invalid character '}' looking for beginning of value"},
 		{"[{\"conversations\": []}", "s.json:1: unexpected end of input"},
 		{"[] x", "s.json:1: data after the end of the JSON array"},
+		// Lines before the array count (the decoder's offsets start after them).
+		{"\n\n\n\n[\n{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}]},\n{\"conversations\": [{\"from\": \"robot\", \"value\": \"b\"}]}\n]",
+			`s.json:7: conversations[0].from: unknown speaker "robot"`},
+		{"\n \n{\"conversations\": 5}", "s.json:3: conversations: expected a JSON array, got JSON number"},
+		// A leading 0xef that does not start a byte order mark is no JSON.
+		{"\xef\xbf\xbd[]", "s.json:1: invalid JSON: invalid character 'ï' looking for beginning of value"},
 	}
 	for _, tt := range tests {
 		err := firstError(t, "s.json", tt.data, Options{Format: FormatShareGPT})
@@ -132,5 +140,43 @@ func TestShareGPTBad(t *testing.T) {
 	s, _ = NewSource(strings.NewReader(tests[4].data), "s.json", opts(Options{SkipInvalid: true}))
 	if _, err := Drain(s); err == nil {
 		t.Error("syntax error skipped")
+	}
+}
+
+// TestLineCounter: lineAt counts the newlines before an offset, over reads
+// of any size and queries of increasing offsets, as a direct count does.
+func TestLineCounter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 50 {
+		data := make([]byte, rng.IntN(5000))
+		for i := range data {
+			if rng.IntN(1+trial%7) == 0 {
+				data[i] = '\n'
+			} else {
+				data[i] = 'a'
+			}
+		}
+		c := &lineCounter{r: strings.NewReader(string(data)), limit: 1 << 20}
+		buf := make([]byte, 1+rng.IntN(300))
+		var q int64
+		for {
+			n, err := c.Read(buf[:1+rng.IntN(len(buf))])
+			if n == 0 && err != nil {
+				break
+			}
+			// Query a few offsets up to what was read.
+			for range rng.IntN(3) {
+				q += rng.Int64N(c.off - q + 1)
+				if got, want := c.lineAt(q), 1+bytes.Count(data[:q], []byte("\n")); got != want {
+					t.Fatalf("trial %d: lineAt(%d) = %d, want %d", trial, q, got, want)
+				}
+			}
+		}
+		if got, want := c.lineAt(int64(len(data))), 1+bytes.Count(data, []byte("\n")); got != want {
+			t.Fatalf("trial %d: lineAt(end) = %d, want %d", trial, got, want)
+		}
+		if len(c.nl) > 1 {
+			t.Fatalf("trial %d: %d bitmap words kept after the last query", trial, len(c.nl))
+		}
 	}
 }

@@ -156,6 +156,9 @@ func newStream(r io.Reader, name string, o Options) (*Stream, error) {
 		mode = defaultMode(f)
 	}
 	o.Mode = mode
+	// Every format is text: a byte order mark before it is no content (and
+	// no line: line numbers are unchanged).
+	skipBOM(br)
 	var rd formatReader
 	var err error
 	switch f {

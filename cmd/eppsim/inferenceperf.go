@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/pflag"
 
@@ -43,7 +42,7 @@ func (f *iperfFlags) apply(o *workload.Options) error {
 // OpenAI JSONL (x_arrival_ms, x_output_tokens, x_stage) to out ("-":
 // stdout). The config's notes (ignored legacy keys) go to stderr.
 func iperfSynth(stdout, stderr io.Writer, path, out string, o workload.Options) error {
-	data, err := os.ReadFile(path)
+	data, err := workload.ReadConfigFile(path)
 	if err != nil {
 		return withExitCode(2, err)
 	}

@@ -247,7 +247,7 @@ request with x_stage, its load stage; --out defaults to stdout.`,
 			var spec *workload.Spec
 			var err error
 			if specFile != "" {
-				data, rerr := os.ReadFile(specFile)
+				data, rerr := workload.ReadConfigFile(specFile)
 				if rerr != nil {
 					return withExitCode(2, rerr)
 				}

@@ -22,6 +22,9 @@ type decoded struct {
 // ill-typed values are errors naming file, line and field path. It checks
 // apiVersion and kind and moves the deprecated top-level fields.
 func decode(data []byte, file string) (*decoded, error) {
+	if err := checkNumbers(data, file); err != nil {
+		return nil, err
+	}
 	idx := buildLineIndex(data)
 	var cfg EndpointPickerConfig
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {

@@ -19,6 +19,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte("apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\n  parameters: {a: [1, {b: c}], 1: x}\n"))
 	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("\xef\xbb\xbfapiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\n  parameters: {w: [1e309, \"1e309\", 1e-400]}\n"))
 	f.Add([]byte("apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nflowControl: {maxBytes: 1Gi, defaultRequestTTL: 5s}\n"))
 	reg := fakeRegistry(nil)
 	f.Fuzz(func(t *testing.T, data []byte) {

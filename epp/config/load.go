@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -179,11 +180,16 @@ func (l *Loaded) Reload(seed uint64) (*Loaded, error) {
 	return Load(l.src, opts)
 }
 
-// LoadFile reads and loads a configuration file.
+// maxFileBytes bounds a configuration file LoadFile reads: real ones are
+// a few kilobytes.
+const maxFileBytes = 16 << 20
+
+// LoadFile reads and loads a configuration file of at most 16 MiB (a pipe
+// works; a device that never ends is refused, not read into memory).
 func LoadFile(path string, opts Options) (*Loaded, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path, maxFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("epp config: %w", err)
+		return nil, err
 	}
 	if opts.File == "" {
 		opts.File = path
@@ -191,9 +197,34 @@ func LoadFile(path string, opts Options) (*Loaded, error) {
 	return Load(data, opts)
 }
 
+// readFile reads path whole if it holds at most limit bytes.
+func readFile(path string, limit int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("epp config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("epp config: %w", err)
+	}
+	if len(data) > limit {
+		size := fmt.Sprintf("%d bytes", limit)
+		if limit >= 1<<20 && limit%(1<<20) == 0 {
+			size = fmt.Sprintf("%d MiB", limit>>20)
+		}
+		return nil, &Error{File: path, Err: fmt.Errorf("larger than %s, the limit of a configuration file (not an EndpointPickerConfig?)", size)}
+	}
+	return data, nil
+}
+
 // Load decodes, defaults, validates and instantiates a configuration. Empty
 // input means the built-in default configuration (spec §1.2).
 func Load(data []byte, opts Options) (*Loaded, error) {
+	// A UTF-8 byte order mark (some editors write one) is not content: the
+	// YAML decoder skips it, and without it the line index sees the first
+	// key as it is.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Default(opts)
 	}

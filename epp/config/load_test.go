@@ -480,6 +480,16 @@ func TestInvalidConfigs(t *testing.T) {
 			`t.yaml:4: duplicate field "plugins"`},
 		{"bad weight type", head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: high\n", config.ErrSyntax,
 			"t.yaml:9: schedulingProfiles[0].plugins[0].weight: invalid YAML: cannot unmarshal !!str `high` into float64"},
+		{"weight out of range", head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: 1e309\n", config.ErrSyntax,
+			"t.yaml:9: schedulingProfiles[0].plugins[0].weight: invalid YAML: 1e309 is out of range for a float64 (at most 1.7976931348623157e+308)"},
+		{"weight of 400 digits", head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: " + strings.Repeat("9", 400) + "\n", config.ErrSyntax,
+			"t.yaml:9: schedulingProfiles[0].plugins[0].weight: invalid YAML: " + strings.Repeat("9", 400) + " is out of range for a float64 (at most 1.7976931348623157e+308)"},
+		{"quoted weight", head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: \"1e309\"\n", config.ErrSyntax,
+			"t.yaml:9: schedulingProfiles[0].plugins[0].weight: invalid YAML: cannot unmarshal !!str `1e309` into float64"},
+		{"parameter out of range", head + "plugins:\n- type: prefix-cache-scorer\n  parameters:\n    matchLengthWeight: -1_000e306\n", config.ErrSyntax,
+			"t.yaml:6: plugins[0].parameters.matchLengthWeight: invalid YAML: -1_000e306 is out of range for a float64 (at most 1.7976931348623157e+308)"},
+		{"flow parameter out of range", head + "plugins:\n- type: queue-scorer\n  parameters: {weights: [1, 2.5E+400]}\n", config.ErrSyntax,
+			"t.yaml:5: plugins[0].parameters.weights[1]: invalid YAML: 2.5E+400 is out of range for a float64 (at most 1.7976931348623157e+308)"},
 		{"yaml syntax", head + "plugins:\n- type: [\n", config.ErrSyntax, "t.yaml:4: plugins[0].type: invalid YAML: did not find expected node content"},
 		{"missing apiVersion", "kind: EndpointPickerConfig\nplugins: []\n", config.ErrAPIVersion,
 			"t.yaml: apiVersion: unsupported apiVersion/kind: apiVersion is missing (want llm-d.ai/v1alpha1)"},
@@ -812,5 +822,49 @@ func TestGPUPollWiring(t *testing.T) {
 				t.Errorf("not simulated %v", l.NotSimulated)
 			}
 		})
+	}
+}
+
+// TestBOM: a UTF-8 byte order mark before a configuration is not content:
+// the configuration loads as without it, its errors on the same lines, and
+// a mark alone is an empty file (the default configuration).
+func TestBOM(t *testing.T) {
+	const bom = "\xef\xbb\xbf"
+	head := "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\n"
+	src := head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: 2\n"
+	o := opts()
+	o.File = "t.yaml"
+	want, err := config.Load([]byte(src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Load([]byte(bom+src), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wy, _ := want.YAML()
+	gy, _ := got.YAML()
+	if !bytes.Equal(wy, gy) {
+		t.Errorf("with a byte order mark:\n%s\nwithout:\n%s", gy, wy)
+	}
+	for _, c := range []struct{ src, msg string }{
+		{bom + "apiVersion: v1\nkind: EndpointPickerConfig\n",
+			`t.yaml:1: apiVersion: unsupported apiVersion/kind: apiVersion "v1" (want llm-d.ai/v1alpha1 or the deprecated inference.networking.x-k8s.io/v1alpha1)`},
+		{bom + head + "plugins: []\nschedulingProfile: []\n", `t.yaml:4: unknown field "schedulingProfile"`},
+	} {
+		if _, err := config.Load([]byte(c.src), o); err == nil || err.Error() != c.msg {
+			t.Errorf("error %v\nwant  %s", err, c.msg)
+		}
+	}
+	l, err := config.Load([]byte(bom+"\n"), o)
+	if err != nil || !l.BuiltinDefault {
+		t.Errorf("a byte order mark alone: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(bom+src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.LoadFile(path, opts()); err != nil {
+		t.Errorf("file with a byte order mark: %v", err)
 	}
 }
