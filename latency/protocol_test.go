@@ -36,7 +36,7 @@ func testRuns() []*Experiment {
 	}
 }
 
-func ids(es []*Experiment) string {
+func runIDs(es []*Experiment) string {
 	var out []string
 	for _, e := range es {
 		out = append(out, e.ID)
@@ -63,7 +63,7 @@ func TestProtocolFolds(t *testing.T) {
 		}
 		var got []string
 		for _, f := range p.Folds(runs) {
-			got = append(got, f.Group+": "+ids(f.Test))
+			got = append(got, f.Group+": "+runIDs(f.Test))
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: folds %q, want %q", tc.protocol, got, tc.want)
@@ -100,12 +100,12 @@ type fakeFitter struct {
 }
 
 func (f *fakeFitter) fit(_ context.Context, runs []*Experiment, w map[string]float64, _ int, _ string) (replica.Coefficients, error) {
-	f.seen = append(f.seen, ids(runs))
+	f.seen = append(f.seen, runIDs(runs))
 	return replica.Coefficients{StepUs: w["ttft_p99"]}, nil
 }
 
 func (f *fakeFitter) score(_ context.Context, runs []*Experiment, co replica.Coefficients) (float64, error) {
-	f.seen = append(f.seen, ids(runs))
+	f.seen = append(f.seen, runIDs(runs))
 	return f.scores[co.StepUs], nil
 }
 
