@@ -16,7 +16,9 @@ type Knee struct {
 	// MaxRequestsPerS is the sum of the replicas' sustainable rates: the
 	// fleet's when routing spreads the load in proportion to them.
 	MaxRequestsPerS Num `json:"max_requests_per_s"`
-	// Utilization is the offered load over MaxRequestsPerS.
+	// Utilization is the offered load over MaxRequestsPerS: at the
+	// traffic's busiest load stage when it runs in stages (an
+	// inference-perf ladder), else over the whole run.
 	Utilization Num `json:"utilization"`
 	// BusiestReplica is the replica whose routed load came closest to its
 	// own sustainable rate, BusiestUtilization that ratio and Binding the
