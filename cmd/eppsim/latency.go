@@ -470,6 +470,24 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		return err
 	}
 	rows := append([]mapeRow{{"in sample", rep.MAPEs()}}, protocolRows(rep)...)
+	for _, p := range res.Protocols {
+		var refits, skipped []string
+		for _, fr := range p.Folds {
+			if fr.Skipped != "" {
+				skipped = append(skipped, fmt.Sprintf("without %s: %s", fr.Fold.Group, fr.Skipped))
+			} else {
+				refits = append(refits, fr.Fold.Group)
+			}
+		}
+		fmt.Fprintf(w, "%s: %d refits, each without %s\n", p.Protocol.Label, len(refits), strings.Join(refits, "; "))
+		for _, sk := range skipped {
+			fmt.Fprintf(w, "  skipped %s\n", sk)
+		}
+	}
+	if res.Selection != nil {
+		fmt.Fprintf(w, "metric weights chosen by inner cross-validation: candidate %d of %d (scores %v)\n", res.Selection.Chosen+1, len(res.Selection.Candidates), res.Selection.Scores)
+	}
+	fmt.Fprintln(w)
 	printMAPE(w, rows...)
 	printKnee(w, rep)
 	printOthers(w, rep)
