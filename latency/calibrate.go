@@ -56,6 +56,9 @@ type CalibrateOptions struct {
 	// refit on the runs outside its fold, so that a fold's runs never
 	// inform the choice its figures measure.
 	Candidates []map[string]float64
+	// MinTrainRuns is the fewest runs a protocol refit is fitted on
+	// (0: MinTrainRuns): folds that would leave fewer are skipped.
+	MinTrainRuns int
 	// InnerFolds and InnerBudget set that selection's inner
 	// cross-validation: runs grouped by model into InnerFolds folds (0:
 	// 3), each inner fit InnerBudget evaluations (0: Budget/3).
@@ -235,8 +238,12 @@ func refitFolds(ctx context.Context, fr fitter, p Protocol, runs []*Experiment, 
 	for _, fold := range p.Folds(runs) {
 		train := fold.trainOf(runs)
 		fres := FoldResult{Fold: fold, TrainedOn: len(train)}
-		if len(train) < MinTrainRuns {
-			fres.Skipped = fmt.Sprintf("%d runs would remain to fit on (at least %d needed)", len(train), MinTrainRuns)
+		least := o.MinTrainRuns
+		if least <= 0 {
+			least = MinTrainRuns
+		}
+		if len(train) < least {
+			fres.Skipped = fmt.Sprintf("%d runs would remain to fit on (at least %d needed)", len(train), least)
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "calibrate (%s, without %s): skipped: %s\n", p.Label, fold.Group, fres.Skipped)
 			}

@@ -172,3 +172,53 @@ func TestSelectNeedsTwoModels(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestCalibrateRecordsFolds: a calibration with a protocol records each
+// fold's refit, and validating it predicts every held-out run with its
+// fold's coefficients, exactly as simulating that run with them does.
+func TestCalibrateRecordsFolds(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two measured runs of two models (the mini file's second model is
+	// unmeasured and is not fitted).
+	f.Experiments = append(f.Experiments, f.Experiments[0])
+	last := &f.Experiments[len(f.Experiments)-1]
+	last.ID, last.Model = "copy", "meta-llama/Llama-2-7b-hf"
+	res, err := Calibrate(context.Background(), f, CalibrateOptions{Start: replica.PriorCalibration(), Budget: 2, StageLimit: 20,
+		Protocols: []string{"model"}, MinTrainRuns: 1, Workers: 2, Name: "t", Source: "mini.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Calibration
+	if len(c.Folds) != 2 || c.Folds[0].Protocol != "model" || c.Folds[0].TrainedOn != 1 {
+		t.Fatalf("folds %+v", c.Folds)
+	}
+	rep, err := Validate(context.Background(), f, "mini.json", c, Options{Seed: 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.OutOfSample) != 1 || rep.OutOfSample[0].Folds != 2 || len(rep.OutOfSample[0].Results) != 2 {
+		t.Fatalf("out of sample %+v", rep.OutOfSample)
+	}
+	for _, fold := range c.Folds {
+		fc := c
+		fc.Coefficients = fold.Coefficients
+		var e *Experiment
+		for i := range f.Experiments {
+			if f.Experiments[i].ID == fold.Runs[0] {
+				e = &f.Experiments[i]
+			}
+		}
+		want, err := Simulate(context.Background(), e, fc, Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range rep.OutOfSample[0].Results {
+			if got.Experiment.ID == e.ID && got.Predicted["summary"]["e2e_mean"] != want.Predicted["summary"]["e2e_mean"] {
+				t.Errorf("%s: held-out E2E %v, its fold's refit gives %v", e.ID, got.Predicted["summary"]["e2e_mean"], want.Predicted["summary"]["e2e_mean"])
+			}
+		}
+	}
+}

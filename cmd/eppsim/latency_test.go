@@ -129,3 +129,29 @@ func TestLatencyInputsBad(t *testing.T) {
 		})
 	}
 }
+
+// TestCalibrateProtocols: with two runs every leave-one-model-out fold
+// would fit on one run, fewer than a fold may be fitted on: calibrate
+// skips each and says why, and the calibration records no fold.
+func TestCalibrateProtocols(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "mine.yaml")
+	stdout, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", out, "--budget", "2",
+		"--fold-budget", "2", "--stage-limit", "20", "--protocol", "model", "--quiet")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "leave one model out: 0 refits") || strings.Count(stdout, "skipped without") != 2 ||
+		!strings.Contains(stdout, "1 runs would remain to fit on (at least 5 needed)") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	y, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(y), "folds:") {
+		t.Errorf("a calibration with skipped folds only records folds:\n%s", y)
+	}
+	if _, _, err := runCLI(t, "calibrate", resultsDirs.codegen, "--out", out+"2", "--protocol", "seed"); exitCode(err) != 2 || !strings.Contains(err.Error(), `unknown protocol "seed"`) {
+		t.Errorf("--protocol seed: %v", err)
+	}
+}
