@@ -140,9 +140,9 @@ func TestDataParallelInput(t *testing.T) {
 	}
 	mixtral := strings.Replace(dpRun("moe", 2, 1, 10, ""), "meta-llama/Llama-3.1-8B-Instruct", "mistralai/Mixtral-8x7B-v0.1", 1)
 	for doc, want := range map[string]string{
-		dpRun("zero", 0, 1, 10, ""):    "dp.json: experiments[0] (zero): dp: must be at least 1, got 0",
-		dpRun("neg", -2, 1, 10, ""):    "dp.json: experiments[0] (neg): dp: must be at least 1, got -2",
-		dpRun("huge", 5000, 1, 10, ""): "dp.json: experiments[0] (huge): dp: 5000: at most 1024",
+		dpRun("zero", 0, 1, 10, ""):                             "dp.json: experiments[0] (zero): dp: must be at least 1, got 0",
+		dpRun("neg", -2, 1, 10, ""):                             "dp.json: experiments[0] (neg): dp: must be at least 1, got -2",
+		dpRun("huge", 5000, 1, 10, ""):                          "dp.json: experiments[0] (huge): dp: 5000: at most 1024",
 		dpRun("counts", 2, 1, 10, `, "dp_lb_engine_counts": 1`): "dp.json: json: cannot unmarshal number into Go struct field",
 	} {
 		_, err := Parse([]byte(`{"experiments": [`+doc+`]}`), "dp.json")
@@ -160,11 +160,11 @@ func TestDataParallelInput(t *testing.T) {
 		t.Fatalf("default: %+v, %v", e, err)
 	}
 	for in, want := range map[string]string{
-		base + "data-parallel-size: 0\n":                                         "engine.yaml:3: data-parallel-size: 0: must be at least 1",
-		base + "data_parallel_size: -1\n":                                        "engine.yaml:3: data_parallel_size: -1: must be at least 1",
-		base + "data-parallel-size: 1.5\n":                                       "engine.yaml:3: data-parallel-size: expected a whole number",
-		base + "data-parallel-size: 4096\n":                                      "engine.yaml:3: data-parallel-size: 4096: at most 1024",
-		base + "dp-lb-engine-counts: no\n":                                       "engine.yaml:3: dp-lb-engine-counts: expected true or false",
+		base + "data-parallel-size: 0\n":    "engine.yaml:3: data-parallel-size: 0: must be at least 1",
+		base + "data_parallel_size: -1\n":   "engine.yaml:3: data_parallel_size: -1: must be at least 1",
+		base + "data-parallel-size: 1.5\n":  "engine.yaml:3: data-parallel-size: expected a whole number",
+		base + "data-parallel-size: 4096\n": "engine.yaml:3: data-parallel-size: 4096: at most 1024",
+		base + "dp-lb-engine-counts: no\n":  "engine.yaml:3: dp-lb-engine-counts: expected true or false",
 	} {
 		if _, err := ParseEngine([]byte(in), "engine.yaml", ""); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", in, err, want)

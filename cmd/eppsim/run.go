@@ -24,9 +24,9 @@ import (
 
 type runFlags struct {
 	specFlags
-	configs  []string
-	out      string
-	jsonOut  bool
+	configs []string
+	out     string
+	jsonOut bool
 	// kneeRuns: near the knee, repeat a config at both ends of the
 	// step-time interval to widen its latency intervals.
 	kneeRuns bool
