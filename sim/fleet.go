@@ -178,6 +178,21 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 	if len(f.Groups) == 0 {
 		return nil, fmt.Errorf("%s: groups: at least one group is required", name)
 	}
+	// tp and tensor_parallel_size: absent is the preset's (or 1); given,
+	// at least 1 (0 used to read as absent).
+	var given struct {
+		Groups []map[string]json.RawMessage `json:"groups"`
+	}
+	if err := json.Unmarshal(js, &given); err == nil {
+		for gi, g := range given.Groups {
+			for _, k := range []string{"tp", "tensor_parallel_size"} {
+				var n float64
+				if v, ok := g[k]; ok && json.Unmarshal(v, &n) == nil && n < 1 {
+					return nil, fmt.Errorf("%s: groups[%d]: %s: must be at least 1, got %v (leave it out for the preset's)", name, gi, k, n)
+				}
+			}
+		}
+	}
 	gpus := opts.GPUs
 	if f.GPUCatalogue != "" {
 		cat := inDir(dir, f.GPUCatalogue)
