@@ -55,7 +55,7 @@ func lookupKnob(name string) (knob, bool) {
 	case "kv-event-lag":
 		return knob{kindDuration, 0, "KV event delivery lag to the EPP"}, true
 	case "refresh-metrics-interval":
-		return knob{kindDuration, 1, "EPP metrics scrape period"}, true
+		return knob{kindDuration, int64(time.Millisecond), "EPP metrics scrape period (at least 1ms, as --refresh-metrics-interval)"}, true
 	case "epp-latency":
 		return knob{kindDuration, 0, "EPP decision latency"}, true
 	case "network-latency":
@@ -242,7 +242,7 @@ func (d Dim) scalar(s string) (string, error) {
 		k, _ := lookupKnob(d.Name)
 		if int64(v) < k.min {
 			if k.min > 0 {
-				return "", fmt.Errorf("%s %s: must be positive", d.Name, v)
+				return "", fmt.Errorf("%s %s: must be at least %s", d.Name, v, time.Duration(k.min))
 			}
 			return "", fmt.Errorf("%s %s: must not be negative", d.Name, v)
 		}
