@@ -88,8 +88,10 @@ var fleetRenames = map[string]string{
 // and encode-prefill-decode pods.
 var Roles = []string{"decode", "prefill", "encode", "prefill-decode", "encode-prefill", "encode-prefill-decode", "both"}
 
-// maxReplicas bounds a fleet's size (addresses are 10.0.x.y).
-const maxReplicas = 10000
+// MaxReplicas bounds a fleet's size, engines of data-parallel ranks
+// included (addresses are 10.0.x.y; the memory a fleet may take is bounded
+// apart, CheckFleetMemory).
+const MaxReplicas = 10000
 
 // UniformFleet returns n replicas of one preset, named default/vllm-i with
 // addresses 10.0.x.y:8000.
@@ -134,8 +136,8 @@ func ExpandDataParallel(fleet []ReplicaSpec) ([]ReplicaSpec, error) {
 			rank.Preset.Engine.DataParallelSize = 1
 			out = append(out, rank)
 		}
-		if len(out) > maxReplicas {
-			return nil, fmt.Errorf("data parallelism makes more than %d engines", maxReplicas)
+		if len(out) > MaxReplicas {
+			return nil, fmt.Errorf("data parallelism makes more than %d engines", MaxReplicas)
 		}
 	}
 	return out, nil
@@ -212,8 +214,8 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 	var out []ReplicaSpec
 	for gi, g := range f.Groups {
 		where := fmt.Sprintf("%s: groups[%d]", name, gi)
-		if g.Count < 1 || g.Count > maxReplicas-len(out) {
-			return nil, fmt.Errorf("%s: count: must be in 1..%d, got %d", where, maxReplicas-len(out), g.Count)
+		if g.Count < 1 || g.Count > MaxReplicas-len(out) {
+			return nil, fmt.Errorf("%s: count: must be in 1..%d, got %d", where, MaxReplicas-len(out), g.Count)
 		}
 		p, err := g.preset(dir, gpus)
 		if err != nil {

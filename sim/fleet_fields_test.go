@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/eppsim/eppsim/replica"
 )
 
 // TestParseFleetIntegerFields: an integer field of a fleet file that is
@@ -46,5 +49,42 @@ func TestParseFleetIntegerFields(t *testing.T) {
 		if _, err := ParseFleet([]byte(src), "fleet.yaml"); err != nil {
 			t.Errorf("%q: %v", src, err)
 		}
+	}
+}
+
+// TestCheckFleetMemory: the estimate is the replicas' MemoryBytes summed,
+// a fleet past the bound is a *MemoryError naming the estimate, and
+// RunContext refuses it before building an engine (issue #25 D8:
+// --replicas 10000 died of OOM).
+func TestCheckFleetMemory(t *testing.T) {
+	p, err := replica.LookupPreset("llama-3.1-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := p.EngineConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := UniformFleet(MaxReplicas, p)
+	total, largest, blocks, err := FleetMemory(fleet)
+	if err != nil || total != int64(MaxReplicas)*cfg.MemoryBytes() || largest != cfg.MemoryBytes() || blocks != cfg.NumGPUBlocks {
+		t.Fatalf("FleetMemory = %d, %d, %d, %v", total, largest, blocks, err)
+	}
+	err = CheckFleetMemory(fleet, 0)
+	var me *MemoryError
+	if !errors.As(err, &me) || me.Estimate != total || me.Limit != DefaultMaxFleetBytes ||
+		!strings.Contains(err.Error(), "the fleet needs an estimated 18.5 GiB of memory (10000 replicas; up to 1.9 MiB each for the pool and prefix cache of its 25402 KV blocks), more than the bound of 8.0 GiB") {
+		t.Fatalf("CheckFleetMemory: %v", err)
+	}
+	if err := CheckFleetMemory(fleet, -1); err != nil {
+		t.Errorf("no bound: %v", err)
+	}
+	if err := CheckFleetMemory(fleet[:4000], 0); err != nil {
+		t.Errorf("4000 replicas: %v", err)
+	}
+	_, err = RunContext(t.Context(), nil, nil, fleet, Options{})
+	var fe *FleetError
+	if !errors.As(err, &fe) || !errors.As(err, &me) {
+		t.Fatalf("RunContext: %v", err)
 	}
 }

@@ -9,10 +9,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/eppsim/eppsim/scenario"
+	"github.com/eppsim/eppsim/sim"
 	"github.com/eppsim/eppsim/workload"
 )
 
@@ -184,6 +187,9 @@ func NewPlan(sw Sweep) (*Plan, error) {
 	default:
 		p.n = int(grid)
 	}
+	if err := p.checkFleetMemory(); err != nil {
+		return nil, err
+	}
 	if p.doc, err = specDoc(sw, &spec, b, p.n); err != nil {
 		return nil, err
 	}
@@ -204,6 +210,72 @@ func (p *Plan) checkValues(d Dim) error {
 		}
 	}
 	return nil
+}
+
+// memoryKnobs are the knobs that change the fleet's memory.
+var memoryKnobs = []string{"replicas", "num-gpu-blocks-override", "kv-blocks", "block-size"}
+
+// checkFleetMemory checks the fleet of every combination of the smallest
+// and largest values of the knobs that change its memory (the estimate
+// grows with replicas and blocks and falls with the block size) against
+// the scenario's bound.
+func (p *Plan) checkFleetMemory() error {
+	var idx []int
+	for i, d := range p.dims {
+		if slices.Contains(memoryKnobs, d.Name) {
+			idx = append(idx, i)
+		}
+	}
+	vals := make([]string, len(p.dims))
+	for i, d := range p.dims {
+		vals[i] = d.Values[0]
+	}
+	for combo := range 1 << len(idx) {
+		for k, i := range idx {
+			lo, hi := intExtremes(p.dims[i].Values)
+			vals[i] = lo
+			if combo&(1<<k) != 0 {
+				vals[i] = hi
+			}
+		}
+		spec, err := applyKnobs(p.spec, p.dims, vals)
+		if err != nil {
+			return fmt.Errorf("--vary (%s): %w", describe(p.dims, vals), err)
+		}
+		if err := sim.CheckFleetMemory(spec.Fleet, spec.Env.MaxFleetBytes); err != nil {
+			var me *sim.MemoryError
+			if errors.As(err, &me) && len(idx) > 0 {
+				var at []string
+				for _, i := range idx {
+					at = append(at, p.dims[i].Name+"="+vals[i])
+				}
+				return fmt.Errorf("--vary %s: %w; lower those values, or raise --max-fleet-memory", strings.Join(at, " "), err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// intExtremes returns the smallest and largest of integer values (as
+// given).
+func intExtremes(values []string) (lo, hi string) {
+	lo, hi = values[0], values[0]
+	l, _ := strconv.ParseInt(lo, 10, 64)
+	h := l
+	for _, v := range values[1:] {
+		x, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		if x < l {
+			l, lo = x, v
+		}
+		if x > h {
+			h, hi = x, v
+		}
+	}
+	return lo, hi
 }
 
 // sample draws n distinct grid points uniformly (a sparse Fisher-Yates

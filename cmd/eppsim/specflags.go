@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -61,6 +62,7 @@ type specFlags struct {
 	jobOverhead time.Duration
 	pd          pdFlags
 	dcgmCollect time.Duration
+	maxFleetGiB float64
 	upstream    []string
 	classes     []string
 	objectives  []string
@@ -101,6 +103,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.jobOverhead, "offload-job-overhead", 0, fmt.Sprintf("fixed cost of one CPU tier copy job (default %gµs, an estimate)", replica.DefaultOffloadJobOverheadUs))
 	f.pd.register(fl)
 	fl.DurationVar(&f.dcgmCollect, "dcgm-collect-interval", time.Duration(sim.DefaultDCGMCollectInterval), "dcgm-exporter's --collect-interval on every replica, when the EPP config polls DCGM (dcgm-data-source with dcgm-extractor): each exporter publishes the replica's GPU busy share of every such period (at least 1ms; docs/epp.md, GPU telemetry)")
+	fl.Float64Var(&f.maxFleetGiB, "max-fleet-memory", float64(sim.DefaultMaxFleetBytes)/(1<<30), "GiB the fleet's replicas may take, estimated up front (KV block pools and prefix caches at full size, CPU tiers, a fixed share per replica; docs/replicas.md): a larger fleet is refused before the run")
 	fl.StringArrayVar(&f.upstream, "epp-upstream", nil, "turn on a later llm-d-router behaviour in every EPP config, named after the upstream change (repeatable): "+upstreamHelp())
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
@@ -243,6 +246,12 @@ func (f *specFlags) check() error {
 	if f.given("pd-transfer-bandwidth") && (!(f.pd.gbps > 0) || math.IsInf(f.pd.gbps, 0)) {
 		return fmt.Errorf("--pd-transfer-bandwidth %v: must be a positive number of GB/s", f.pd.gbps)
 	}
+	if f.replicas > sim.MaxReplicas {
+		return fmt.Errorf("--replicas %d: at most %d (a fleet file's bound too)", f.replicas, sim.MaxReplicas)
+	}
+	if !(f.maxFleetGiB > 0) || math.IsInf(f.maxFleetGiB, 0) {
+		return fmt.Errorf("--max-fleet-memory %v: must be a positive number of GiB", f.maxFleetGiB)
+	}
 	if f.given("gpu-memory-utilization") && !(f.gpuMemUtil > 0 && f.gpuMemUtil <= 1) {
 		return fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1] (vLLM's fraction of GPU memory)", f.gpuMemUtil)
 	}
@@ -330,7 +339,7 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 			EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
 			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
 			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f), Objectives: objs,
-			DCGMCollectInterval: int64(f.dcgmCollect),
+			DCGMCollectInterval: int64(f.dcgmCollect), MaxFleetBytes: f.maxFleetBytes(),
 		},
 		Upstream: f.upstream,
 	}, nil
@@ -428,8 +437,27 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 			return nil, err
 		}
 	}
-	return sim.ExpandDataParallel(fleet)
+	fleet, err := sim.ExpandDataParallel(fleet)
+	if err != nil {
+		return nil, err
+	}
+	if err := sim.CheckFleetMemory(fleet, f.maxFleetBytes()); err != nil {
+		var me *sim.MemoryError
+		if errors.As(err, &me) {
+			where, fewer := fmt.Sprintf("--replicas %d", f.replicas), "--replicas"
+			if f.fleet != "" {
+				where, fewer = "--fleet "+f.fleet, "the groups' counts"
+			}
+			return nil, fmt.Errorf("%s: %w; lower %s or --num-gpu-blocks-override, or raise --max-fleet-memory (GiB) to %s",
+				where, err, fewer, strconv.FormatFloat(math.Ceil(float64(me.Estimate)/(1<<30)*10)/10, 'f', 1, 64))
+		}
+		return nil, err
+	}
+	return fleet, nil
 }
+
+// maxFleetBytes is --max-fleet-memory in bytes.
+func (f *specFlags) maxFleetBytes() int64 { return max(1, int64(f.maxFleetGiB*(1<<30))) }
 
 // replicaPreset is the preset of a uniform fleet: --model-config on --gpu
 // with --tensor-parallel-size, or --preset with --gpu and
