@@ -9,13 +9,25 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// checkFiniteFlags rejects NaN and ±Inf in every floating-point flag given
-// on cmd's command line: no flag of eppsim means anything with them
-// (--tolerance NaN would pass every comparison, --rate Inf never end).
-func checkFiniteFlags(cmd *cobra.Command) error {
+// PNG resolutions --dpi accepts: a 6-inch plot at 1200 dpi is 7200 pixels
+// wide (about 140 MB of pixels); beyond, a typo (--dpi 100000) runs out
+// of memory.
+const minDPI, maxDPI = 10, 1200
+
+// checkFlagValues rejects, in every verb, values no flag of eppsim means
+// anything with: NaN and ±Inf in a floating-point flag (--tolerance NaN
+// would pass every comparison, --rate Inf never end), and a --dpi outside
+// [minDPI, maxDPI].
+func checkFlagValues(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if err != nil {
+			return
+		}
+		if f.Name == "dpi" {
+			if v, perr := strconv.Atoi(f.Value.String()); perr == nil && (v < minDPI || v > maxDPI) {
+				err = fmt.Errorf("--dpi %d: must be in %d..%d", v, minDPI, maxDPI)
+			}
 			return
 		}
 		var vals []float64

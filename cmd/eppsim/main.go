@@ -42,7 +42,7 @@ func execute(root *cobra.Command, name string, args []string) error {
 	pre := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		started = true
-		if err := checkFiniteFlags(cmd); err != nil {
+		if err := checkFlagValues(cmd); err != nil {
 			return withExitCode(2, err)
 		}
 		if pre != nil {
