@@ -23,6 +23,8 @@ import (
 	"strings"
 
 	"github.com/eppsim/eppsim/arch"
+	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/workload"
 )
 
 // File is an experiments file.
@@ -175,7 +177,9 @@ func Load(path string) (*File, error) {
 }
 
 // Parse decodes an experiments file and checks every experiment; errors
-// name the file, the experiment and the field.
+// name the file, the experiment and the field. An engine field that is
+// given (not absent or null) must hold a value vLLM accepts: 0 is not
+// "the default" (absent is).
 func Parse(data []byte, name string) (*File, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark is no JSON
 	var f File
@@ -186,10 +190,26 @@ func Parse(data []byte, name string) (*File, error) {
 	if len(f.Experiments) == 0 {
 		return nil, fmt.Errorf("%s: experiments: none", name)
 	}
+	// Which fields each experiment gives, to tell 0 from absent.
+	var given struct {
+		Experiments []struct {
+			Engine   map[string]json.RawMessage `json:"engine"`
+			Workload struct {
+				SharedPrefix map[string]json.RawMessage `json:"shared_prefix_requested"`
+			} `json:"workload"`
+		} `json:"experiments"`
+	}
+	if err := json.Unmarshal(data, &given); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	seen := map[string]bool{}
 	for i := range f.Experiments {
 		e := &f.Experiments[i]
-		if err := e.check(); err != nil {
+		err := e.checkGiven(given.Experiments[i].Engine, given.Experiments[i].Workload.SharedPrefix)
+		if err == nil {
+			err = e.check()
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s: experiments[%d] (%s): %w", name, i, e.ID, err)
 		}
 		if seen[e.ID] {
@@ -198,6 +218,62 @@ func Parse(data []byte, name string) (*File, error) {
 		seen[e.ID] = true
 	}
 	return &f, nil
+}
+
+// Bounds of an experiment's integer fields when given: engine arguments
+// as vLLM accepts them (block 0 of total_gpu_kv_blocks is the null block;
+// cpu_kv_blocks 0 is a run without a CPU tier), the shared_prefix lengths
+// (num_groups and num_prompts_per_group 0 are the recording harness's 10,
+// see InferencePerfYAML).
+var (
+	engineMin = []struct {
+		key string
+		min int
+		val func(*Engine) int
+	}{
+		{"max_num_seqs", 1, func(e *Engine) int { return e.MaxNumSeqs }},
+		{"max_num_batched_tokens", 1, func(e *Engine) int { return e.MaxNumBatchedTokens }},
+		{"max_model_len", 1, func(e *Engine) int { return e.MaxModelLen }},
+		{"block_size", 1, func(e *Engine) int { return e.BlockSize }},
+		{"total_gpu_kv_blocks", 2, func(e *Engine) int { return e.TotalGPUKVBlocks }},
+		{"cpu_kv_blocks", 0, func(e *Engine) int { return e.CPUKVBlocks }},
+	}
+	sharedPrefixMin = []struct {
+		key string
+		min int
+		val func(*Workload) int
+	}{
+		{"system_prompt_len", 0, func(w *Workload) int { return w.SharedPrefix.SystemPromptLen }},
+		{"num_groups", 0, func(w *Workload) int { return w.SharedPrefix.NumGroups }},
+		{"num_prompts_per_group", 0, func(w *Workload) int { return w.SharedPrefix.PromptsPerGroup }},
+	}
+)
+
+// maxRunRequests bounds the requests of one run (Σ rate × duration over
+// its stages): the 30 recorded runs have at most 16,800.
+const maxRunRequests = 1_000_000
+
+// checkGiven checks the fields the experiment gives (engine and
+// shared_prefix_requested keys that are present and not null).
+func (e *Experiment) checkGiven(engine, sharedPrefix map[string]json.RawMessage) error {
+	has := func(m map[string]json.RawMessage, k string) bool {
+		v, ok := m[k]
+		return ok && string(bytes.TrimSpace(v)) != "null"
+	}
+	for _, f := range engineMin {
+		if v := f.val(&e.Engine); has(engine, f.key) && v < f.min {
+			return fmt.Errorf("engine.%s: must be at least %d, got %d (leave it out or null for vLLM's default)", f.key, f.min, v)
+		}
+	}
+	if v := e.Engine.GPUMemoryUtilization; has(engine, "gpu_memory_utilization") && !(v > 0 && v <= 1) {
+		return fmt.Errorf("engine.gpu_memory_utilization: must be in (0, 1], got %v (leave it out or null for vLLM's 0.9)", v)
+	}
+	for _, f := range sharedPrefixMin {
+		if v := f.val(&e.Workload); has(sharedPrefix, f.key) && v < f.min {
+			return fmt.Errorf("workload.shared_prefix_requested.%s: must be at least %d, got %d", f.key, f.min, v)
+		}
+	}
+	return nil
 }
 
 func (e *Experiment) check() error {
@@ -229,18 +305,56 @@ func (e *Experiment) check() error {
 	} else if !(e.OutputLen() >= 2) {
 		return fmt.Errorf("%s: nominal output length %g: must be at least 2 (itl_mean divides by output_len − 1)", e.IPerfConfigName, e.OutputLen())
 	}
+	requests := 0.0
 	for i, s := range e.Workload.Stages {
 		if !(s.RateRPS > 0) || !(s.DurationS > 0) {
 			return fmt.Errorf("workload.stages[%d]: rate_rps and duration_s must be positive, got %v and %v", i, s.RateRPS, s.DurationS)
 		}
+		if requests += s.RateRPS * s.DurationS; requests > maxRunRequests {
+			return fmt.Errorf("workload.stages[%d]: more than %d requests in all (Σ rate_rps × duration_s); a recorded run has thousands", i, maxRunRequests)
+		}
 	}
-	if _, err := e.ArchModel(); err != nil {
+	if e.IPerfConfig != nil {
+		return nil // LoadResultsDir builds the run's Spec, naming the engine file
+	}
+	// What Spec builds, so that a run vLLM (or inference-perf) would
+	// refuse is an error of the experiments file, not of its simulation.
+	if _, err := e.enginePreset(); err != nil {
 		return err
 	}
-	if _, err := arch.DefaultGPUs().Lookup(e.Hardware); err != nil {
-		return fmt.Errorf("hardware: %w", err)
+	yml, name := e.WorkloadYAML()
+	if _, err := workload.ParseInferencePerf(yml, name); err != nil {
+		return fmt.Errorf("workload: %w", err)
 	}
 	return nil
+}
+
+// enginePreset is the run's replica before calibration: its model on its
+// GPU at its tensor-parallel degree with its engine arguments, resolved
+// as vLLM would (EngineConfig).
+func (e *Experiment) enginePreset() (replica.Preset, error) {
+	m, err := e.ArchModel()
+	if err != nil {
+		return replica.Preset{}, err
+	}
+	g, err := arch.DefaultGPUs().Lookup(e.Hardware)
+	if err != nil {
+		return replica.Preset{}, fmt.Errorf("hardware: %w", err)
+	}
+	p, err := replica.NewPreset(m, g, e.TP)
+	if err != nil {
+		return replica.Preset{}, err
+	}
+	en := e.Engine
+	p.Engine.MaxNumSeqs, p.Engine.MaxNumBatchedTokens = en.MaxNumSeqs, en.MaxNumBatchedTokens
+	p.Engine.MaxModelLen, p.Engine.BlockSize = en.MaxModelLen, en.BlockSize
+	p.Engine.GPUMemoryUtilization = en.GPUMemoryUtilization
+	p.Engine.EnablePrefixCaching = en.EnablePrefixCaching
+	p.Engine.NumGPUBlocksOverride = en.TotalGPUKVBlocks
+	if _, err := p.EngineConfig(); err != nil {
+		return replica.Preset{}, err
+	}
+	return p, nil
 }
 
 // ArchModel resolves the run's model: the embedded config of its Hugging

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/eppsim/eppsim/arch"
 	"github.com/eppsim/eppsim/epp/picker"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/scenario"
@@ -81,30 +80,13 @@ type Options struct {
 // request counts as the DP coordinator publishes them: the EPP scrapes
 // them every picker.DefaultDPLBPublishInterval, the coordinator's cadence.
 func Spec(e *Experiment, c replica.Calibration, o Options) (*scenario.Spec, error) {
-	m, err := e.ArchModel()
+	p, err := e.enginePreset()
 	if err != nil {
 		return nil, err
 	}
-	g, err := arch.DefaultGPUs().Lookup(e.Hardware)
-	if err != nil {
-		return nil, fmt.Errorf("hardware: %w", err)
-	}
-	p, err := replica.NewPreset(m, g, e.TP)
-	if err != nil {
-		return nil, err
-	}
-	en := e.Engine
-	p.Engine.MaxNumSeqs, p.Engine.MaxNumBatchedTokens = en.MaxNumSeqs, en.MaxNumBatchedTokens
-	p.Engine.MaxModelLen, p.Engine.BlockSize = en.MaxModelLen, en.BlockSize
-	p.Engine.GPUMemoryUtilization = en.GPUMemoryUtilization
-	p.Engine.EnablePrefixCaching = en.EnablePrefixCaching
-	p.Engine.NumGPUBlocksOverride = en.TotalGPUKVBlocks
 	p.StepModel = "calibrated"
 	p = p.WithCalibration(c, c.Name)
 	p.StepScale = o.StepScale
-	if _, err := p.EngineConfig(); err != nil {
-		return nil, err
-	}
 	if _, err := p.Model(); err != nil {
 		return nil, err
 	}

@@ -31,9 +31,12 @@ type freeQueue struct {
 // holds at least as many tombstones as live entries and compaction frees
 // half the ring or more.
 func newFreeQueue(numBlocks int) freeQueue {
-	size := 1 << max(bits.Len(uint(2*numBlocks-1)), 4)
+	size := freeRingSize(numBlocks)
 	return freeQueue{ring: make([]int32, size), mask: uint32(size - 1)}
 }
+
+// freeRingSize is the ring length of a pool of numBlocks blocks.
+func freeRingSize(numBlocks int) int { return 1 << max(bits.Len(uint(2*numBlocks-1)), 4) }
 
 // full reports whether the window covers the whole ring.
 func (q *freeQueue) full() bool { return int(q.tail-q.head) == len(q.ring) }

@@ -137,7 +137,39 @@ func decodePreset(data []byte, p *Preset) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
-	return suggest.UnknownField(dec.Decode(p), p, PresetRenames)
+	if err := suggest.UnknownField(dec.Decode(p), p, PresetRenames); err != nil {
+		return err
+	}
+	return checkGivenZeros(js)
+}
+
+// zeroIsDefault lists the engine arguments whose zero value EngineArgs
+// reads as "vLLM's default", which vLLM itself refuses: given as 0 they
+// are an error, not the default (leave the key out for that). The others
+// keep their zero: long_prefill_token_threshold 0 is vLLM's default (no
+// threshold), kv_offloading_size 0 no CPU tier, offload_job_overhead_us 0
+// a free copy.
+var zeroIsDefault = []string{"block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
+	"data_parallel_size", "gpu_memory_utilization", "num_gpu_blocks_override", "offload_pcie_gb_per_s"}
+
+// checkGivenZeros refuses a zero given for a zeroIsDefault key of the
+// engine block of a preset document (JSON).
+func checkGivenZeros(js []byte) error {
+	var doc struct {
+		Engine map[string]json.RawMessage `json:"engine"`
+	}
+	if json.Unmarshal(js, &doc) != nil {
+		return nil // decoded already: not an object, nothing to check
+	}
+	for _, k := range zeroIsDefault {
+		if v, ok := doc.Engine[k]; ok {
+			var f float64
+			if json.Unmarshal(v, &f) == nil && f == 0 {
+				return fmt.Errorf("engine.%s: 0 is not a value vLLM accepts (leave the key out for the default)", k)
+			}
+		}
+	}
+	return nil
 }
 
 // ParsePreset reads a preset file (YAML or JSON) and resolves its model

@@ -88,8 +88,10 @@ var fleetRenames = map[string]string{
 // and encode-prefill-decode pods.
 var Roles = []string{"decode", "prefill", "encode", "prefill-decode", "encode-prefill", "encode-prefill-decode", "both"}
 
-// maxReplicas bounds a fleet's size (addresses are 10.0.x.y).
-const maxReplicas = 10000
+// MaxReplicas bounds a fleet's size, engines of data-parallel ranks
+// included (addresses are 10.0.x.y; the memory a fleet may take is bounded
+// apart, CheckFleetMemory).
+const MaxReplicas = 10000
 
 // UniformFleet returns n replicas of one preset, named default/vllm-i with
 // addresses 10.0.x.y:8000.
@@ -139,8 +141,8 @@ func ExpandDataParallel(fleet []ReplicaSpec) ([]ReplicaSpec, error) {
 			rank.Preset.ExpertShards = n
 			out = append(out, rank)
 		}
-		if len(out) > maxReplicas {
-			return nil, fmt.Errorf("data parallelism makes more than %d engines", maxReplicas)
+		if len(out) > MaxReplicas {
+			return nil, fmt.Errorf("data parallelism makes more than %d engines", MaxReplicas)
 		}
 	}
 	return out, nil
@@ -183,6 +185,21 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 	if len(f.Groups) == 0 {
 		return nil, fmt.Errorf("%s: groups: at least one group is required", name)
 	}
+	// tp and tensor_parallel_size: absent is the preset's (or 1); given,
+	// at least 1 (0 used to read as absent).
+	var given struct {
+		Groups []map[string]json.RawMessage `json:"groups"`
+	}
+	if err := json.Unmarshal(js, &given); err == nil {
+		for gi, g := range given.Groups {
+			for _, k := range []string{"tp", "tensor_parallel_size"} {
+				var n float64
+				if v, ok := g[k]; ok && json.Unmarshal(v, &n) == nil && n < 1 {
+					return nil, fmt.Errorf("%s: groups[%d]: %s: must be at least 1, got %v (leave it out for the preset's)", name, gi, k, n)
+				}
+			}
+		}
+	}
 	gpus := opts.GPUs
 	if f.GPUCatalogue != "" {
 		cat := inDir(dir, f.GPUCatalogue)
@@ -202,8 +219,8 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 	var out []ReplicaSpec
 	for gi, g := range f.Groups {
 		where := fmt.Sprintf("%s: groups[%d]", name, gi)
-		if g.Count < 1 || g.Count > maxReplicas-len(out) {
-			return nil, fmt.Errorf("%s: count: must be in 1..%d, got %d", where, maxReplicas-len(out), g.Count)
+		if g.Count < 1 || g.Count > MaxReplicas-len(out) {
+			return nil, fmt.Errorf("%s: count: must be in 1..%d, got %d", where, MaxReplicas-len(out), g.Count)
 		}
 		p, err := g.preset(dir, gpus)
 		if err != nil {

@@ -68,6 +68,11 @@ type Options struct {
 	// DefaultDCGMCollectInterval), used when the EPP config has a
 	// dcgm-data-source with a dcgm-extractor (gpu.go).
 	DCGMCollectInterval int64
+	// MaxFleetBytes bounds the fleet's estimated memory (FleetMemory):
+	// 0 means DefaultMaxFleetBytes, a negative value no bound. A larger
+	// fleet is refused (a *FleetError wrapping a *MemoryError) before any
+	// engine is built.
+	MaxFleetBytes int64
 }
 
 // PDOptions are the costs of the P/D request path outside the engines
@@ -496,6 +501,9 @@ func Run(src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Opti
 func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fleet []ReplicaSpec, opts Options) (*Result, error) {
 	if len(fleet) == 0 {
 		return nil, &FleetError{errors.New("sim: empty fleet")}
+	}
+	if err := CheckFleetMemory(fleet, opts.MaxFleetBytes); err != nil {
+		return nil, &FleetError{err}
 	}
 	if opts.ScrapeInterval <= 0 {
 		opts.ScrapeInterval = 50_000_000

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/eppsim/eppsim/scenario"
 )
 
 // Output file names of a sweep directory.
@@ -113,12 +115,14 @@ func openLog(dir string, h *logHeader) (*pointLog, []Record, error) {
 		}
 		return l, nil, nil
 	case err != nil:
-		return nil, nil, fmt.Errorf("--out: %w", err)
+		// Not a points file of a sweep, or a broken one: the --out
+		// given is the problem (an input error).
+		return nil, nil, &scenario.InputError{Err: fmt.Errorf("--out: %w", err)}
 	}
 	if old.Hash != h.Hash {
-		return nil, nil, fmt.Errorf("--out %s holds a different sweep (%s hash %.12s…, this command %.12s…): "+
+		return nil, nil, &scenario.InputError{Err: fmt.Errorf("--out %s holds a different sweep (%s hash %.12s…, this command %.12s…): "+
 			"the trace, fleet, environment, base config or --vary/--random values differ; use another --out directory or remove it",
-			dir, LogFile, old.Hash, h.Hash)
+			dir, LogFile, old.Hash, h.Hash)}
 	}
 	if err := os.Truncate(path, validLen); err != nil {
 		return nil, nil, fmt.Errorf("--out: dropping the interrupted last line of %s: %w", path, err)

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,15 +10,25 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/eppsim/eppsim/scenario"
+	"github.com/eppsim/eppsim/sim"
 	"github.com/eppsim/eppsim/workload"
 )
 
-// maxGridPoints bounds a full grid; larger spaces need --random.
-const maxGridPoints = 10_000_000
+// DefaultMaxPoints bounds a sweep's points (Sweep.MaxPoints 0, the CLI's
+// --max-points): a sweep of a million points is a week of simulations on
+// one machine, most likely a typo in a range (0:999:1 for 0:9:1), so a
+// larger one needs saying so (--max-points N or --yes).
+const DefaultMaxPoints = 100_000
+
+// MaxPoints is the most points a sweep can have at all: the plan, the log
+// and the result files hold every point (--yes raises the bound to it).
+const MaxPoints = 10_000_000
 
 // Sweep defines a sweep: the traffic, fleet and environment of every
 // point (Spec), the base EPP configuration and the dimensions to vary.
@@ -35,6 +46,9 @@ type Sweep struct {
 	// RandomSeed) instead of running the whole grid.
 	Random     int
 	RandomSeed uint64
+	// MaxPoints bounds the points (0: DefaultMaxPoints; at most
+	// MaxPoints).
+	MaxPoints int
 }
 
 // SpecDoc is a sweep's specification as points.jsonl and sweep.json
@@ -108,10 +122,20 @@ type Plan struct {
 	hasEPP bool // some dimension addresses the EPP config
 }
 
-// NewPlan validates a sweep: every dimension must address something that
-// exists, and every value of a plugin dimension must give a configuration
-// that loads (an unknown parameter fails the plugin's strict decoding).
-func NewPlan(sw Sweep) (*Plan, error) {
+// NewPlan validates a sweep (NewPlanContext without a context).
+func NewPlan(sw Sweep) (*Plan, error) { return NewPlanContext(context.Background(), sw) }
+
+// NewPlanContext validates a sweep: every dimension must address something
+// that exists, the number of points must be within the bound
+// (Sweep.MaxPoints), every value of a plugin dimension must give a
+// configuration that loads on its own (an unknown parameter fails the
+// plugin's strict decoding) and the largest fleet the knobs make must fit
+// the fleet memory bound (sim.CheckFleetMemory). Each value is checked
+// once, not each point: points are built as they run (Point), and a
+// combination of values that the configuration refuses is that point's
+// error. Cancelling ctx stops the checks (an error wrapping
+// ErrInterrupted).
+func NewPlanContext(ctx context.Context, sw Sweep) (*Plan, error) {
 	if sw.Spec == nil {
 		return nil, errors.New("sweep: no scenario")
 	}
@@ -121,6 +145,45 @@ func NewPlan(sw Sweep) (*Plan, error) {
 	if sw.Random < 0 {
 		return nil, fmt.Errorf("--random %d: must not be negative", sw.Random)
 	}
+	limit := sw.MaxPoints
+	switch {
+	case limit == 0:
+		limit = DefaultMaxPoints
+	case limit < 0 || limit > MaxPoints:
+		return nil, fmt.Errorf("--max-points %d: must be in 1..%d", limit, MaxPoints)
+	}
+	// The size first: nothing is loaded for a sweep that is refused.
+	p := &Plan{dims: sw.Dims}
+	seen := map[string]bool{}
+	for _, d := range sw.Dims {
+		if seen[d.Name] {
+			return nil, fmt.Errorf("--vary %s given twice", d.Name)
+		}
+		seen[d.Name] = true
+		if len(d.Values) == 0 {
+			return nil, fmt.Errorf("--vary %s: no values", d.Name)
+		}
+		p.sizes = append(p.sizes, len(d.Values))
+	}
+	grid := GridSize(sw.Dims)
+	n := grid
+	if sw.Random > 0 {
+		if float64(sw.Random) > grid {
+			return nil, fmt.Errorf("--random %d: the space has only %.0f points; drop --random to run them all", sw.Random, grid)
+		}
+		n = float64(sw.Random)
+	}
+	if n > float64(limit) {
+		what := fmt.Sprintf("the grid has %s points (%s)", fmtCount(grid), DescribeSize(sw.Dims))
+		if sw.Random > 0 {
+			what = fmt.Sprintf("--random %d", sw.Random)
+		}
+		hint := "raise --max-points or pass --yes to run them all, or sample it with --random N"
+		if n > MaxPoints {
+			hint = fmt.Sprintf("at most %s points can run at all; sample it with --random N", fmtCount(MaxPoints))
+		}
+		return nil, &sizeError{fmt.Sprintf("%s, more than the bound of %s (--max-points): %s", what, fmtCount(float64(limit)), hint)}
+	}
 	if sw.EPP.Source == "" && sw.EPP.YAML == nil {
 		sw.EPP.Source = "default"
 	}
@@ -128,7 +191,7 @@ func NewPlan(sw Sweep) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{base: b, dims: sw.Dims}
+	p.base = b
 	spec := *sw.Spec
 	if spec.Workload.Tokenizer == nil {
 		// One tokenizer shared by every point's workload stream.
@@ -142,15 +205,7 @@ func NewPlan(sw Sweep) (*Plan, error) {
 		spec.Env.KVEventLag = 0 // as scenario.Run does for the oracle baseline
 	}
 	p.spec = &spec
-	seen := map[string]bool{}
 	for _, d := range sw.Dims {
-		if seen[d.Name] {
-			return nil, fmt.Errorf("--vary %s given twice", d.Name)
-		}
-		seen[d.Name] = true
-		if len(d.Values) == 0 {
-			return nil, fmt.Errorf("--vary %s: no values", d.Name)
-		}
 		if err := b.check(d); err != nil {
 			return nil, fmt.Errorf("--vary %s: %w", d, err)
 		}
@@ -159,31 +214,25 @@ func NewPlan(sw Sweep) (*Plan, error) {
 			if b.builtin == "round-robin" {
 				return nil, fmt.Errorf("--vary %s: the round-robin baseline has no configurable plugins; use a config file", d.Name)
 			}
-			if err := p.checkValues(d); err != nil {
-				return nil, err
-			}
 		}
 		if d.Name == "replicas" && !uniformFleet(spec.Fleet) {
 			return nil, errors.New("--vary replicas needs a uniform fleet (--replicas/--preset, not a --fleet file with groups or labels)")
 		}
-		p.sizes = append(p.sizes, len(d.Values))
 	}
-	grid := 1.0
-	for _, s := range p.sizes {
-		grid *= float64(s)
-	}
-	switch {
-	case sw.Random > 0:
-		if float64(sw.Random) > grid {
-			return nil, fmt.Errorf("--random %d: the space has only %.0f points; drop --random to run them all", sw.Random, grid)
+	for _, d := range sw.Dims {
+		if d.kind == kindParam {
+			if err := p.checkValues(ctx, d); err != nil {
+				return nil, err
+			}
 		}
-		p.random = sample(p.sizes, grid, sw.Random, sw.RandomSeed)
-		p.n = sw.Random
-	case grid > maxGridPoints:
-		return nil, fmt.Errorf("the grid has %.0f points (more than %d); use --random N to sample it", grid, maxGridPoints)
-	default:
-		p.n = int(grid)
 	}
+	if err := p.checkFleetMemory(); err != nil {
+		return nil, err
+	}
+	if sw.Random > 0 {
+		p.random = sample(p.sizes, grid, sw.Random, sw.RandomSeed)
+	}
+	p.n = int(n)
 	if p.doc, err = specDoc(sw, &spec, b, p.n); err != nil {
 		return nil, err
 	}
@@ -191,10 +240,54 @@ func NewPlan(sw Sweep) (*Plan, error) {
 	return p, nil
 }
 
+// ErrTooManyPoints is wrapped by NewPlan's error for a sweep past its
+// points bound.
+var ErrTooManyPoints = errors.New("too many points")
+
+// sizeError is a sweep past its points bound (ErrTooManyPoints).
+type sizeError struct{ msg string }
+
+func (e *sizeError) Error() string { return e.msg }
+func (e *sizeError) Unwrap() error { return ErrTooManyPoints }
+
+// GridSize is the number of points of the grid the dimensions span.
+func GridSize(dims []Dim) float64 {
+	grid := 1.0
+	for _, d := range dims {
+		grid *= float64(len(d.Values))
+	}
+	return grid
+}
+
+// DescribeSize is "NAME 6 × NAME 1000", the dimensions' value counts.
+func DescribeSize(dims []Dim) string {
+	parts := make([]string, len(dims))
+	for i, d := range dims {
+		parts[i] = fmt.Sprintf("%s %d", d.Name, len(d.Values))
+	}
+	return strings.Join(parts, " × ")
+}
+
+// fmtCount writes a count with thousands separators (1,000,000).
+func fmtCount(v float64) string {
+	if v >= 1e15 {
+		return strconv.FormatFloat(v, 'g', 4, 64)
+	}
+	s := strconv.FormatInt(int64(v), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 // checkValues loads the base config with each of d's values alone, so an
-// error names the --vary flag and the value.
-func (p *Plan) checkValues(d Dim) error {
+// error names the --vary flag and the value. (Weights need no load: any
+// finite weight is valid, and parsing made them finite.)
+func (p *Plan) checkValues(ctx context.Context, d Dim) error {
 	for _, v := range d.Values {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("checking --vary %s: %w", d.Name, ErrInterrupted)
+		}
 		_, y, err := p.base.configFor([]Dim{d}, []string{v})
 		if err == nil {
 			err = validateConfig(y, d.Name+"="+v)
@@ -204,6 +297,72 @@ func (p *Plan) checkValues(d Dim) error {
 		}
 	}
 	return nil
+}
+
+// memoryKnobs are the knobs that change the fleet's memory.
+var memoryKnobs = []string{"replicas", "num-gpu-blocks-override", "kv-blocks", "block-size"}
+
+// checkFleetMemory checks the fleet of every combination of the smallest
+// and largest values of the knobs that change its memory (the estimate
+// grows with replicas and blocks and falls with the block size) against
+// the scenario's bound.
+func (p *Plan) checkFleetMemory() error {
+	var idx []int
+	for i, d := range p.dims {
+		if slices.Contains(memoryKnobs, d.Name) {
+			idx = append(idx, i)
+		}
+	}
+	vals := make([]string, len(p.dims))
+	for i, d := range p.dims {
+		vals[i] = d.Values[0]
+	}
+	for combo := range 1 << len(idx) {
+		for k, i := range idx {
+			lo, hi := intExtremes(p.dims[i].Values)
+			vals[i] = lo
+			if combo&(1<<k) != 0 {
+				vals[i] = hi
+			}
+		}
+		spec, err := applyKnobs(p.spec, p.dims, vals)
+		if err != nil {
+			return fmt.Errorf("--vary (%s): %w", describe(p.dims, vals), err)
+		}
+		if err := sim.CheckFleetMemory(spec.Fleet, spec.Env.MaxFleetBytes); err != nil {
+			var me *sim.MemoryError
+			if errors.As(err, &me) && len(idx) > 0 {
+				var at []string
+				for _, i := range idx {
+					at = append(at, p.dims[i].Name+"="+vals[i])
+				}
+				return fmt.Errorf("--vary %s: %w; lower those values, or raise --max-fleet-memory", strings.Join(at, " "), err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// intExtremes returns the smallest and largest of integer values (as
+// given).
+func intExtremes(values []string) (lo, hi string) {
+	lo, hi = values[0], values[0]
+	l, _ := strconv.ParseInt(lo, 10, 64)
+	h := l
+	for _, v := range values[1:] {
+		x, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		if x < l {
+			l, lo = x, v
+		}
+		if x > h {
+			h, hi = x, v
+		}
+	}
+	return lo, hi
 }
 
 // sample draws n distinct grid points uniformly (a sparse Fisher-Yates
@@ -375,19 +534,4 @@ func (p *Plan) Point(i int) (*scenario.Spec, scenario.EPP, error) {
 		return nil, scenario.EPP{}, fmt.Errorf("point %d (%s): %w", i, describe(p.dims, vals), err)
 	}
 	return spec, scenario.EPP{Name: name, YAML: y}, nil
-}
-
-// validatePoint loads point i's configuration.
-func (p *Plan) validatePoint(i int) error {
-	if !p.hasEPP {
-		return nil
-	}
-	_, e, err := p.Point(i)
-	if err != nil {
-		return err
-	}
-	if err := validateConfig(e.YAML, e.Name); err != nil {
-		return fmt.Errorf("point %d (%s): %w", i, describe(p.dims, p.Values(i)), err)
-	}
-	return nil
 }

@@ -128,11 +128,6 @@ func Run(ctx context.Context, p *Plan, opts Options) (*Results, RunStats, error)
 		}
 		todo = append(todo, i)
 	}
-	for _, i := range todo {
-		if err := p.validatePoint(i); err != nil {
-			return nil, st, err
-		}
-	}
 	bar := newProgressBar(opts.Progress, len(todo), st.Skipped)
 	// stop ends the dispatch early when the points file cannot be written.
 	dispatch, stop := context.WithCancel(ctx)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/eppsim/eppsim/sim"
 )
 
 // maxValuesPerDim bounds the values one --vary expands to.
@@ -28,9 +30,11 @@ const (
 // knob describes one fleet or environment knob that --vary accepts.
 type knob struct {
 	kind dimKind
-	// min is the smallest accepted value (integers; durations in ns).
+	// min is the smallest accepted value (integers; durations in ns);
+	// max > 0 the largest (integers).
 	min  int64
 	help string
+	max  int64
 }
 
 // knobNames lists the knobs in documentation order.
@@ -43,25 +47,25 @@ func knobNames() []string {
 func lookupKnob(name string) (knob, bool) {
 	switch name {
 	case "replicas":
-		return knob{kindInt, 1, "number of replicas (uniform fleet only)"}, true
+		return knob{kind: kindInt, min: 1, help: "number of replicas (uniform fleet only)", max: sim.MaxReplicas}, true
 	case "num-gpu-blocks-override", "kv-blocks": // kv-blocks: the flag's old name
-		return knob{kindInt, 2, "num_gpu_blocks_override of every replica (null block included)"}, true
+		return knob{kind: kindInt, min: 2, help: "num_gpu_blocks_override of every replica (null block included)"}, true
 	case "max-num-seqs":
-		return knob{kindInt, 1, "max_num_seqs of every replica"}, true
+		return knob{kind: kindInt, min: 1, help: "max_num_seqs of every replica"}, true
 	case "max-num-batched-tokens", "max-batched-tokens": // max-batched-tokens: the flag's old name
-		return knob{kindInt, 1, "max_num_batched_tokens of every replica"}, true
+		return knob{kind: kindInt, min: 1, help: "max_num_batched_tokens of every replica"}, true
 	case "block-size":
-		return knob{kindInt, 1, "KV block size of every replica"}, true
+		return knob{kind: kindInt, min: 1, help: "KV block size of every replica"}, true
 	case "kv-event-lag":
-		return knob{kindDuration, 0, "KV event delivery lag to the EPP"}, true
+		return knob{kind: kindDuration, min: 0, help: "KV event delivery lag to the EPP"}, true
 	case "refresh-metrics-interval":
-		return knob{kindDuration, 1, "EPP metrics scrape period"}, true
+		return knob{kind: kindDuration, min: int64(time.Millisecond), help: "EPP metrics scrape period (at least 1ms, as --refresh-metrics-interval)"}, true
 	case "epp-latency":
-		return knob{kindDuration, 0, "EPP decision latency"}, true
+		return knob{kind: kindDuration, min: 0, help: "EPP decision latency"}, true
 	case "network-latency":
-		return knob{kindDuration, 0, "network latency before the replica"}, true
+		return knob{kind: kindDuration, min: 0, help: "network latency before the replica"}, true
 	case "seed":
-		return knob{kindUint, 0, "run seed (workload synthesis and EPP randomness)"}, true
+		return knob{kind: kindUint, min: 0, help: "run seed (workload synthesis and EPP randomness)"}, true
 	}
 	return knob{}, false
 }
@@ -224,6 +228,9 @@ func (d Dim) scalar(s string) (string, error) {
 		if v < k.min {
 			return "", fmt.Errorf("%s %d: must be at least %d", d.Name, v, k.min)
 		}
+		if k.max > 0 && v > k.max {
+			return "", fmt.Errorf("%s %d: at most %d", d.Name, v, k.max)
+		}
 		if v > math.MaxInt32 {
 			return "", fmt.Errorf("%s %d: too large", d.Name, v)
 		}
@@ -242,7 +249,7 @@ func (d Dim) scalar(s string) (string, error) {
 		k, _ := lookupKnob(d.Name)
 		if int64(v) < k.min {
 			if k.min > 0 {
-				return "", fmt.Errorf("%s %s: must be positive", d.Name, v)
+				return "", fmt.Errorf("%s %s: must be at least %s", d.Name, v, time.Duration(k.min))
 			}
 			return "", fmt.Errorf("%s %s: must not be negative", d.Name, v)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -100,8 +101,8 @@ func diffMain(stdout, stderr io.Writer, f *diffFlags, basePath, curPath string) 
 		return withExitCode(2, fmt.Errorf("--fail-on: %w", err))
 	}
 	ths = report.MergeThresholds(ths, extra)
-	if f.tolerance < 0 {
-		return withExitCode(2, fmt.Errorf("--tolerance must not be negative, got %g", f.tolerance))
+	if !(f.tolerance >= 0) || math.IsInf(f.tolerance, 0) {
+		return withExitCode(2, fmt.Errorf("--tolerance %g: must be a finite number ≥ 0", f.tolerance))
 	}
 	if len(ths) == 0 && f.tolerance == 0 {
 		return withExitCode(2, errors.New("nothing to check: no thresholds (--no-default-thresholds without --fail-on) and no --tolerance"))

@@ -120,7 +120,7 @@ func TestDiffCLI(t *testing.T) {
 		{[]string{"diff", runDir, runDir, "--fail-on", "latency_ms.ttft.p99:5%"}, `--fail-on: threshold "latency_ms.ttft.p99:5%": "5%" needs a sign`},
 		{[]string{"diff", runDir, runDir, "--fail-on", "sim.wall_s:+5%"}, "wall-clock"},
 		{[]string{"diff", runDir, runDir, "--no-default-thresholds"}, "nothing to check"},
-		{[]string{"diff", runDir, runDir, "--tolerance", "-1"}, "--tolerance must not be negative"},
+		{[]string{"diff", runDir, runDir, "--tolerance", "-1"}, "--tolerance -1: must be a finite number ≥ 0"},
 	} {
 		_, _, err := runCLI(t, tc.args...)
 		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {

@@ -378,26 +378,38 @@ func newEPPExplainCmd() *cobra.Command {
 			"Without --config the built-in default configuration is used. Formats: docs/epp.md.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every failure before the decision is the input's (exit
+			// 2); a request the EPP rejects or cannot schedule is the
+			// decision explained (exit 1).
 			if epPath == "" || reqPath == "" {
-				return errors.New("--endpoints and --request are required")
+				return withExitCode(2, errors.New("--endpoints and --request are required"))
 			}
 			l, err := loadEPPConfig(cfgPath, seed)
 			if err != nil {
-				return withExitCode(1, err)
+				return withExitCode(2, fmt.Errorf("--config: %w", err))
 			}
 			data, err := readFileOrStdin(epPath)
 			if err != nil {
-				return err
+				return withExitCode(2, fmt.Errorf("--endpoints: %w", err))
 			}
 			var eps explainEndpoints
 			if err := yaml.UnmarshalStrict(data, &eps); err != nil {
-				return fmt.Errorf("%s: %w", epPath, err)
+				return withExitCode(2, fmt.Errorf("--endpoints %s: %w", epPath, err))
 			}
 			rq, err := readExplainRequest(reqPath)
 			if err != nil {
-				return err
+				return withExitCode(2, fmt.Errorf("--request: %w", err))
 			}
-			return explain(cmd.OutOrStdout(), l, eps, rq, seed)
+			err = explain(cmd.OutOrStdout(), l, eps, rq, seed)
+			var bad *explainInputError
+			if errors.As(err, &bad) {
+				file := epPath
+				if bad.flag == "--request" {
+					file = reqPath
+				}
+				return withExitCode(2, fmt.Errorf("%s %s: %w", bad.flag, file, bad.err))
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "EndpointPickerConfig file (default: the built-in default configuration)")
@@ -409,19 +421,31 @@ func newEPPExplainCmd() *cobra.Command {
 
 const ms = int64(1_000_000)
 
+// explainInputError is an invalid endpoints (or request) file, found by
+// explain: flag names the file's flag.
+type explainInputError struct {
+	flag string
+	err  error
+}
+
+func (e *explainInputError) Error() string { return e.flag + ": " + e.err.Error() }
+func (e *explainInputError) Unwrap() error { return e.err }
+
+func badEndpoints(err error) error { return &explainInputError{"--endpoints", err} }
+
 // explain replays the endpoints' history and runs one decision with tracing.
 func explain(w io.Writer, l *config.Loaded, eps explainEndpoints, rq explainRequest, seed uint64) error {
 	if len(eps.Endpoints) == 0 {
-		return errors.New("endpoints file lists no endpoints")
+		return badEndpoints(errors.New("lists no endpoints"))
 	}
 	r := l.Router()
 	nHist := 0
 	for i, e := range eps.Endpoints {
 		if e.Name == "" {
-			return fmt.Errorf("endpoints[%d] has no name", i)
+			return badEndpoints(fmt.Errorf("endpoints[%d] has no name", i))
 		}
 		if slices.ContainsFunc(eps.Endpoints[:i], func(o explainEndpoint) bool { return o.Name == e.Name }) {
-			return fmt.Errorf("endpoints[%d]: duplicate name %q", i, e.Name)
+			return badEndpoints(fmt.Errorf("endpoints[%d]: duplicate name %q", i, e.Name))
 		}
 		addr := e.Address
 		if addr == "" {
@@ -443,7 +467,7 @@ func explain(w io.Writer, l *config.Loaded, eps explainEndpoints, rq explainRequ
 			em.UpdateTime = 0
 		}
 		if err := r.UpdateMetrics(e.Name, em); err != nil {
-			return err
+			return badEndpoints(fmt.Errorf("endpoint %q: metrics: %w", e.Name, err))
 		}
 	}
 	primary := l.Profiles[0].Name
@@ -459,12 +483,12 @@ func explain(w io.Writer, l *config.Loaded, eps explainEndpoints, rq explainRequ
 			k++
 			req, err := h.toRequest(fmt.Sprintf("history-%s-%d", e.Name, j))
 			if err != nil {
-				return fmt.Errorf("endpoints[%d].history[%d]: %w", i, j, err)
+				return badEndpoints(fmt.Errorf("endpoints[%d].history[%d]: %w", i, j, err))
 			}
 			// A history body the parser rejects would never have been
 			// routed (spec §2.1 step 0).
 			if err := r.Parse(req); err != nil {
-				return fmt.Errorf("endpoints[%d].history[%d]: %w", i, j, err)
+				return badEndpoints(fmt.Errorf("endpoints[%d].history[%d]: %w", i, j, err))
 			}
 			c := &epp.Cycle{Now: int64(k) * ms}
 			cands := r.Candidates()
@@ -486,7 +510,7 @@ func explain(w io.Writer, l *config.Loaded, eps explainEndpoints, rq explainRequ
 
 	req, err := rq.toRequest("explain")
 	if err != nil {
-		return fmt.Errorf("request: %w", err)
+		return &explainInputError{"--request", err}
 	}
 	src := l.File
 	if l.BuiltinDefault {

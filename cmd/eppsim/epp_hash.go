@@ -49,19 +49,25 @@ func newEPPHashCmd() *cobra.Command {
 			"that has tokens (empty prompts yield none, as upstream's GetBlockHashes).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every failure is the input's: exit 2, naming the flag or
+			// the request file.
 			if model == "" {
-				return errors.New("--model is required")
+				return withExitCode(2, errors.New("--model is required"))
 			}
 			if blockSize <= 0 {
-				return fmt.Errorf("--block-size must be > 0, got %d", blockSize)
+				return withExitCode(2, fmt.Errorf("--block-size %d: must be > 0", blockSize))
 			}
 			body, err := readRequestBody(request, cmd.InOrStdin())
 			if err != nil {
-				return err
+				return withExitCode(2, err)
 			}
 			out, err := eppHash(model, blockSize, body)
 			if err != nil {
-				return err
+				name := request
+				if name == "" || name == "-" {
+					name = "stdin"
+				}
+				return withExitCode(2, fmt.Errorf("--request %s: %w", name, err))
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
@@ -81,13 +87,13 @@ func readRequestBody(path string, stdin io.Reader) ([]byte, error) {
 	if path == "" || path == "-" {
 		b, err := io.ReadAll(stdin)
 		if err != nil {
-			return nil, fmt.Errorf("read request from stdin: %w", err)
+			return nil, fmt.Errorf("--request: reading stdin: %w", err)
 		}
 		return b, nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read request: %w", err)
+		return nil, fmt.Errorf("--request: %w", err)
 	}
 	return b, nil
 }

@@ -114,11 +114,13 @@ func TestEPPHashErrors(t *testing.T) {
 		{`{"messages":{}}`, []string{"--model", "m"}, "HTTP 400 (spec §2.1 step 0): chat-completions request: messages: got an object, want an array"},
 		{`{"messages":[],"add_generation_prompt":"yes"}`, []string{"--model", "m"}, "add_generation_prompt: got a string, want a boolean"},
 		{`{"prompt":"x","t":1E400}`, []string{"--model", "m"}, "t: number 1E400 is outside the float64 range"},
-		{``, []string{"--model", "m", "--request", "/nonexistent/file.json"}, "read request"},
+		{``, []string{"--model", "m", "--request", "/nonexistent/file.json"}, "--request: open /nonexistent/file.json"},
+		{`{"prompt":`, []string{"--model", "m", "--request", "-"}, "--request stdin: request body is not valid JSON"},
 	} {
+		// Every one is an input error (exit 2), naming the flag or file.
 		_, err := runHash(t, c.stdin, c.args...)
-		if err == nil || !strings.Contains(err.Error(), c.err) {
-			t.Errorf("%v %q: err %v, want %q", c.args, c.stdin, err, c.err)
+		if err == nil || !strings.Contains(err.Error(), c.err) || exitCode(err) != 2 {
+			t.Errorf("%v %q: exit %d, err %v, want 2 and %q", c.args, c.stdin, exitCode(err), err, c.err)
 		}
 	}
 }

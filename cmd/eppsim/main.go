@@ -42,6 +42,9 @@ func execute(root *cobra.Command, name string, args []string) error {
 	pre := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		started = true
+		if err := checkFlagValues(cmd); err != nil {
+			return withExitCode(2, err)
+		}
 		if pre != nil {
 			return pre(cmd, args)
 		}

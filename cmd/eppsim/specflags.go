@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -61,6 +62,7 @@ type specFlags struct {
 	jobOverhead time.Duration
 	pd          pdFlags
 	dcgmCollect time.Duration
+	maxFleetGiB float64
 	upstream    []string
 	classes     []string
 	objectives  []string
@@ -100,7 +102,8 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.pcieGBps, "offload-pcie-bandwidth", 0, fmt.Sprintf("GB/s per GPU of the CPU tier's copies, each way (default %g, an estimate: PCIe Gen5 x16 pinned; Gen4 is about 22)", replica.DefaultOffloadPCIeGBps))
 	fl.DurationVar(&f.jobOverhead, "offload-job-overhead", 0, fmt.Sprintf("fixed cost of one CPU tier copy job (default %gµs, an estimate)", replica.DefaultOffloadJobOverheadUs))
 	f.pd.register(fl)
-	fl.DurationVar(&f.dcgmCollect, "dcgm-collect-interval", time.Duration(sim.DefaultDCGMCollectInterval), "dcgm-exporter's --collect-interval on every replica, when the EPP config polls DCGM (dcgm-data-source with dcgm-extractor): each exporter publishes the replica's GPU busy share of every such period (docs/epp.md, GPU telemetry)")
+	fl.DurationVar(&f.dcgmCollect, "dcgm-collect-interval", time.Duration(sim.DefaultDCGMCollectInterval), "dcgm-exporter's --collect-interval on every replica, when the EPP config polls DCGM (dcgm-data-source with dcgm-extractor): each exporter publishes the replica's GPU busy share of every such period (at least 1ms; docs/epp.md, GPU telemetry)")
+	fl.Float64Var(&f.maxFleetGiB, "max-fleet-memory", float64(sim.DefaultMaxFleetBytes)/(1<<30), "GiB the fleet's replicas may take, estimated up front (KV block pools and prefix caches at full size, CPU tiers, a fixed share per replica; docs/replicas.md): a larger fleet is refused before the run")
 	fl.StringArrayVar(&f.upstream, "epp-upstream", nil, "turn on a later llm-d-router behaviour in every EPP config, named after the upstream change (repeatable): "+upstreamHelp())
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
@@ -108,11 +111,11 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxRequests, "max-requests", 0, "stop after this many requests (0 = all)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop injecting requests after this much simulated time (0 = all)")
 	fl.DurationVar(&f.warmup, "warmup", 0, "exclude requests arriving before this from statistics")
-	fl.DurationVar(&f.refresh, "refresh-metrics-interval", 50*time.Millisecond, "EPP metrics scrape period")
+	fl.DurationVar(&f.refresh, "refresh-metrics-interval", 50*time.Millisecond, "EPP metrics scrape period (at least 1ms)")
 	fl.DurationVar(&f.kvLag, "kv-event-lag", 5*time.Millisecond, "KV event delivery lag to the EPP")
 	fl.DurationVar(&f.eppLatency, "epp-latency", 0, "EPP decision latency added before a request reaches its replica")
 	fl.DurationVar(&f.netLatency, "network-latency", 0, "network latency added before a request reaches its replica")
-	fl.DurationVar(&f.sampleEvery, "timeseries-interval", 10*time.Second, "time-series sampling period (with --out)")
+	fl.DurationVar(&f.sampleEvery, "timeseries-interval", 10*time.Second, "time-series sampling period (with --out; at least 10ms)")
 	fl.BoolVar(&f.checkInvar, "check-invariants", false, "verify replica invariants after every step (slow; debugging)")
 	f.iperf.register(fl)
 	fl.StringArrayVar(&f.classes, "priority-class", nil, "a priority class of the workload, NAME=PRIORITY:SHARE (repeatable): an InferenceObjective NAME of that priority, sent (x-llm-d-inference-objective) by that share of the sessions (shares are weights); requests whose trace names an objective keep it (docs/workloads.md, docs/flow-control.md)")
@@ -189,22 +192,24 @@ func (f *specFlags) check() error {
 		return nil
 	}
 	durations := []struct {
-		name     string
-		v        time.Duration
-		positive bool
+		name string
+		v    time.Duration
 	}{
-		{"duration", f.duration, false}, {"warmup", f.warmup, false}, {"kv-event-lag", f.kvLag, false},
-		{"epp-latency", f.eppLatency, false}, {"network-latency", f.netLatency, false},
-		{"refresh-metrics-interval", f.refresh, true}, {"timeseries-interval", f.sampleEvery, true},
-		{"dcgm-collect-interval", f.dcgmCollect, true},
-		{"offload-job-overhead", f.jobOverhead, false},
-		{"pd-transfer-base-latency", f.pd.base, false}, {"pd-handshake", f.pd.handshake, false},
-		{"pd-hop", f.pd.hop, false}, {"pd-response", f.pd.response, false}, {"pd-notify", f.pd.notify, false},
+		{"duration", f.duration}, {"warmup", f.warmup}, {"kv-event-lag", f.kvLag},
+		{"epp-latency", f.eppLatency}, {"network-latency", f.netLatency},
+		{"refresh-metrics-interval", f.refresh}, {"timeseries-interval", f.sampleEvery},
+		{"dcgm-collect-interval", f.dcgmCollect},
+		{"offload-job-overhead", f.jobOverhead},
+		{"pd-transfer-base-latency", f.pd.base}, {"pd-handshake", f.pd.handshake},
+		{"pd-hop", f.pd.hop}, {"pd-response", f.pd.response}, {"pd-notify", f.pd.notify},
 	}
 	for _, d := range durations {
+		period, isPeriod := minPeriod[d.name]
 		switch {
-		case d.positive && d.v <= 0:
-			return fmt.Errorf("--%s %v: must be greater than 0", d.name, d.v)
+		case isPeriod && d.v <= 0:
+			return fmt.Errorf("--%s %v: must be greater than 0 (at least %v: %s)", d.name, d.v, period.min, period.why)
+		case isPeriod && d.v < period.min:
+			return fmt.Errorf("--%s %v: must be at least %v (%s)", d.name, d.v, period.min, period.why)
 		case d.v < 0:
 			return fmt.Errorf("--%s %v: must not be negative (0 = %s)", d.name, d.v, zeroMeaning[d.name])
 		}
@@ -241,6 +246,12 @@ func (f *specFlags) check() error {
 	if f.given("pd-transfer-bandwidth") && (!(f.pd.gbps > 0) || math.IsInf(f.pd.gbps, 0)) {
 		return fmt.Errorf("--pd-transfer-bandwidth %v: must be a positive number of GB/s", f.pd.gbps)
 	}
+	if f.replicas > sim.MaxReplicas {
+		return fmt.Errorf("--replicas %d: at most %d (a fleet file's bound too)", f.replicas, sim.MaxReplicas)
+	}
+	if !(f.maxFleetGiB > 0) || math.IsInf(f.maxFleetGiB, 0) {
+		return fmt.Errorf("--max-fleet-memory %v: must be a positive number of GiB", f.maxFleetGiB)
+	}
 	if f.given("gpu-memory-utilization") && !(f.gpuMemUtil > 0 && f.gpuMemUtil <= 1) {
 		return fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1] (vLLM's fraction of GPU memory)", f.gpuMemUtil)
 	}
@@ -268,6 +279,24 @@ func upstreamHelp() string {
 		parts = append(parts, n+" ("+scenario.UpstreamOptions[n]+")")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// minPeriod bounds the periods of the simulation's timers from below:
+// each fires for the whole simulated time, so a period of nanoseconds
+// never lets a run end (--refresh-metrics-interval 1ns: not done in a
+// minute where 50 ms takes 0.2 s). The bounds are the finest the modelled
+// process is: an HTTP scrape of /metrics takes about a millisecond;
+// dcgm-exporter's --collect-interval is given in milliseconds; an engine
+// step lasts milliseconds to tens of them, so time-series samples finer
+// than 10 ms repeat the same state (and at 1 ms the 36-minute chat run
+// wrote a 425 MB timeseries.csv).
+var minPeriod = map[string]struct {
+	min time.Duration
+	why string
+}{
+	"refresh-metrics-interval": {time.Millisecond, "a metrics scrape takes about a millisecond"},
+	"dcgm-collect-interval":    {time.Millisecond, "dcgm-exporter collects every N milliseconds"},
+	"timeseries-interval":      {10 * time.Millisecond, "about one engine step; finer samples repeat the same state"},
 }
 
 // zeroMeaning says what 0 means for the duration flags that accept it.
@@ -310,7 +339,7 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 			EPPLatency: int64(f.eppLatency), NetworkLatency: int64(f.netLatency),
 			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
 			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f), Objectives: objs,
-			DCGMCollectInterval: int64(f.dcgmCollect),
+			DCGMCollectInterval: int64(f.dcgmCollect), MaxFleetBytes: f.maxFleetBytes(),
 		},
 		Upstream: f.upstream,
 	}, nil
@@ -408,8 +437,27 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 			return nil, err
 		}
 	}
-	return sim.ExpandDataParallel(fleet)
+	fleet, err := sim.ExpandDataParallel(fleet)
+	if err != nil {
+		return nil, err
+	}
+	if err := sim.CheckFleetMemory(fleet, f.maxFleetBytes()); err != nil {
+		var me *sim.MemoryError
+		if errors.As(err, &me) {
+			where, fewer := fmt.Sprintf("--replicas %d", f.replicas), "--replicas"
+			if f.fleet != "" {
+				where, fewer = "--fleet "+f.fleet, "the groups' counts"
+			}
+			return nil, fmt.Errorf("%s: %w; lower %s or --num-gpu-blocks-override, or raise --max-fleet-memory (GiB) to %s",
+				where, err, fewer, strconv.FormatFloat(math.Ceil(float64(me.Estimate)/(1<<30)*10)/10, 'f', 1, 64))
+		}
+		return nil, err
+	}
+	return fleet, nil
 }
+
+// maxFleetBytes is --max-fleet-memory in bytes.
+func (f *specFlags) maxFleetBytes() int64 { return max(1, int64(f.maxFleetGiB*(1<<30))) }
 
 // replicaPreset is the preset of a uniform fleet: --model-config on --gpu
 // with --tensor-parallel-size, or --preset with --gpu and

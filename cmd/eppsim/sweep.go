@@ -32,6 +32,8 @@ type sweepFlags struct {
 	out         string
 	progress    string
 	dpi         int
+	maxPoints   int
+	yes         bool
 }
 
 func newSweepCmd() *cobra.Command {
@@ -85,6 +87,8 @@ directories into the files an unsharded sweep writes. See docs/sweeps.md.`,
 	fl.StringVar(&f.out, "out", "", "sweep directory (required; re-use it to resume)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), always, never")
 	fl.IntVar(&f.dpi, "dpi", 150, "resolution of the PNG plots")
+	fl.IntVar(&f.maxPoints, "max-points", sweep.DefaultMaxPoints, fmt.Sprintf("refuse a sweep of more points than this (at most %d)", sweep.MaxPoints))
+	fl.BoolVar(&f.yes, "yes", false, fmt.Sprintf("run a sweep of any size up to %d points, without --max-points", sweep.MaxPoints))
 	cmd.AddCommand(newSweepMergeCmd())
 	return cmd
 }
@@ -133,6 +137,22 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 		}
 		dims = append(dims, d)
 	}
+	maxPoints := f.maxPoints
+	switch {
+	case f.yes:
+		maxPoints = sweep.MaxPoints
+	case maxPoints < 1 || maxPoints > sweep.MaxPoints:
+		return withExitCode(2, fmt.Errorf("--max-points %d: must be in 1..%d", maxPoints, sweep.MaxPoints))
+	}
+	if len(dims) > 0 {
+		// The size before anything is loaded or checked.
+		grid := sweep.GridSize(dims)
+		if f.random > 0 {
+			fmt.Fprintf(stderr, "eppsim: sweep of %d points sampled from a grid of %.0f (%s)\n", f.random, grid, sweep.DescribeSize(dims))
+		} else {
+			fmt.Fprintf(stderr, "eppsim: sweep of %.0f points (%s)\n", grid, sweep.DescribeSize(dims))
+		}
+	}
 	objs, err := sweep.ParseObjectives(f.objectives)
 	if err != nil {
 		return withExitCode(2, err)
@@ -159,9 +179,12 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 		return withExitCode(2, err)
 	}
 	e := scenario.ForSource(f.eppConfig)
-	plan, err := sweep.NewPlan(sweep.Sweep{Version: version, Spec: spec, EPP: e, Fleet: f.fleetDescription(len(spec.Fleet)),
-		Dims: dims, Random: f.random, RandomSeed: f.randomSeed})
+	plan, err := sweep.NewPlanContext(ctx, sweep.Sweep{Version: version, Spec: spec, EPP: e, Fleet: f.fleetDescription(len(spec.Fleet)),
+		Dims: dims, Random: f.random, RandomSeed: f.randomSeed, MaxPoints: maxPoints})
 	if err != nil {
+		if errors.Is(err, sweep.ErrInterrupted) {
+			return withExitCode(130, err)
+		}
 		return withExitCode(2, err)
 	}
 	res, st, err := sweep.Run(ctx, plan, sweep.Options{Out: f.out, Workers: f.workers, Shard: shard,

@@ -59,6 +59,18 @@ func (f *traceReadFlags) options() (workload.Options, error) {
 	if err != nil {
 		return o, withExitCode(2, fmt.Errorf("--mode: %w", err))
 	}
+	switch {
+	case f.traceBlock < 0:
+		return o, withExitCode(2, fmt.Errorf("--trace-block-size %d: must not be negative (0 = the format's)", f.traceBlock))
+	case !(f.bytesPerToken > 0):
+		return o, withExitCode(2, fmt.Errorf("--bytes-per-token %v: must be positive", f.bytesPerToken))
+	case f.systemPrompt < 0:
+		return o, withExitCode(2, fmt.Errorf("--system-prompt-tokens %d: must not be negative", f.systemPrompt))
+	case f.timeScale < 0:
+		return o, withExitCode(2, fmt.Errorf("--time-scale %v: must not be negative (0 = as recorded)", f.timeScale))
+	case f.rate < 0:
+		return o, withExitCode(2, fmt.Errorf("--rate %v: must not be negative (0 = as recorded)", f.rate))
+	}
 	o.Format, o.Mode, o.Seed, o.SkipInvalid = fm, m, int64(f.seed), f.skipInvalid
 	o.BlockSize, o.BytesPerToken, o.Model = f.traceBlock, f.bytesPerToken, f.model
 	o.SystemPromptTokens, o.TimeScale, o.Rate = f.systemPrompt, f.timeScale, f.rate
@@ -236,6 +248,9 @@ request with x_stage, its load stage; --out defaults to stdout.`,
 				if out == "" {
 					out = "-"
 				}
+				if err := checkOutFile(out); err != nil {
+					return err
+				}
 				return iperfSynth(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], out, o)
 			}
 			if len(args) > 0 {
@@ -244,12 +259,15 @@ request with x_stage, its load stage; --out defaults to stdout.`,
 			if out == "" {
 				return withExitCode(2, errors.New("--out is required (use - for stdout)"))
 			}
+			if err := checkOutFile(out); err != nil {
+				return err
+			}
 			var spec *workload.Spec
 			var err error
 			if specFile != "" {
 				data, rerr := workload.ReadConfigFile(specFile)
 				if rerr != nil {
-					return withExitCode(2, rerr)
+					return withExitCode(2, fmt.Errorf("--spec: %w", rerr))
 				}
 				spec, err = workload.ParseSpec(data)
 				if err != nil {
@@ -260,6 +278,12 @@ request with x_stage, its load stage; --out defaults to stdout.`,
 			}
 			if err != nil {
 				return withExitCode(2, err)
+			}
+			if sessions < 0 {
+				return withExitCode(2, fmt.Errorf("--sessions %d: must be positive (0 = the spec's)", sessions))
+			}
+			if rate < 0 {
+				return withExitCode(2, fmt.Errorf("--rate %v: must not be negative (0 = the spec's)", rate))
 			}
 			if sessions != 0 {
 				spec.Sessions = sessions
@@ -315,6 +339,9 @@ x_output_tokens, x_output_text (when known) and x_think_ms (closed-loop turns).`
 			if out == "" {
 				return withExitCode(2, errors.New("--out is required (use - for stdout)"))
 			}
+			if err := checkOutFile(out); err != nil {
+				return err
+			}
 			o, err := rf.options()
 			if err != nil {
 				return err
@@ -339,6 +366,18 @@ x_output_tokens, x_output_text (when known) and x_think_ms (closed-loop turns).`
 	cmd.Flags().StringVar(&to, "to", "openai-jsonl", "output format (openai-jsonl)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (written to a temporary file, then renamed); - for stdout")
 	return cmd
+}
+
+// checkOutFile refuses an --out that cannot become a file (a directory:
+// the rename onto it would fail only after the whole trace was written).
+func checkOutFile(path string) error {
+	if path == "-" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return withExitCode(2, fmt.Errorf("--out %s: is a directory (want the path of a file, or - for stdout)", path))
+	}
+	return nil
 }
 
 // traceWriteJSONL streams src as OpenAI JSONL to path ("-": stdout) through

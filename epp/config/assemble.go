@@ -28,10 +28,8 @@ func (l *Loaded) Router() *epp.Router {
 		Handler:   l.handler,
 	}
 	for _, name := range l.Parsers {
-		for _, in := range l.Plugins {
-			if p, ok := in.Plugin.(epp.RequestParser); ok && in.Name == name {
-				r.Parsers = append(r.Parsers, p)
-			}
+		if p, ok := l.Plugin(name).(epp.RequestParser); ok {
+			r.Parsers = append(r.Parsers, p)
 		}
 	}
 	for _, p := range l.profiles {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Error classes; every error Load returns wraps one of them (test with
@@ -44,6 +45,10 @@ type Error struct {
 	Err  error
 }
 
+// Error is "FILE:LINE: PATH: message", at most maxErrorLen bytes plus
+// the file name: a long field path (a deeply nested document) or message
+// keeps its beginning and end around an ellipsis, so the location and the
+// reason stay readable. Path and Err keep the whole text.
 func (e *Error) Error() string {
 	var b strings.Builder
 	switch {
@@ -54,11 +59,40 @@ func (e *Error) Error() string {
 	case e.Line > 0:
 		b.WriteString("line " + strconv.Itoa(e.Line) + ": ")
 	}
+	budget := maxErrorLen - b.Len() + len(e.File)
 	if e.Path != "" {
-		b.WriteString(e.Path + ": ")
+		path := elide(e.Path, maxPathLen)
+		b.WriteString(path + ": ")
+		budget -= len(path) + 2
 	}
-	b.WriteString(e.Err.Error())
+	b.WriteString(elide(e.Err.Error(), max(budget, 80)))
 	return b.String()
+}
+
+// Bounds of Error's text (bytes): the whole, without the file name, and
+// the field path's share.
+const (
+	maxErrorLen = 300
+	maxPathLen  = 120
+)
+
+// elide shortens s to at most n bytes by replacing its middle with "…",
+// cutting only at rune boundaries.
+func elide(s string, n int) string {
+	const ellipsis = "…"
+	if len(s) <= n {
+		return s
+	}
+	keep := n - len(ellipsis)
+	head, tail := keep*3/5, keep-keep*3/5
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	start := len(s) - tail
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return s[:head] + ellipsis + s[start:]
 }
 
 func (e *Error) Unwrap() error { return e.Err }

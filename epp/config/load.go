@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -145,14 +144,20 @@ type Loaded struct {
 
 	src       []byte
 	opts      Options
+	byName    map[string]int // Plugins' index by name
 	profiles  []*epp.Profile
 	handler   epp.ProfileHandler
 	producers []epp.DataProducer
 	flow      *flowcontrol.Controller
 }
 
-// Plugin returns the instance named name, or nil.
+// Plugin returns the instance named name, or nil. It is a map lookup
+// (configurations may have many thousands of plugins); a Loaded whose
+// Plugins were changed after loading is searched instead.
 func (l *Loaded) Plugin(name string) epp.Plugin {
+	if i, ok := l.byName[name]; ok && i < len(l.Plugins) && l.Plugins[i].Name == name {
+		return l.Plugins[i].Plugin
+	}
 	for i := range l.Plugins {
 		if l.Plugins[i].Name == name {
 			return l.Plugins[i].Plugin
@@ -488,6 +493,7 @@ func (l *loader) run() (*Loaded, error) {
 		out.flow, out.FlowControl = ctl, info
 	}
 	out.Plugins = l.infos
+	out.byName = l.byName
 	out.Warnings = l.warnings
 	return out, nil
 }
@@ -1089,11 +1095,21 @@ func (l *loader) orderProducers() ([]epp.DataProducer, error) {
 			prods = append(prods, p)
 		}
 	}
+	producersOf := map[epp.DataKey][]int{} // in instantiation order
+	for j, q := range prods {
+		for _, k := range q.Produces() {
+			if js := producersOf[k]; len(js) == 0 || js[len(js)-1] != j {
+				producersOf[k] = append(js, j)
+			}
+		}
+	}
 	deps := make([][]int, len(prods))
 	for i, p := range prods {
+		seen := map[int]bool{}
 		for _, k := range requiredKeys(p) {
-			for j, q := range prods {
-				if j != i && slices.Contains(q.Produces(), k) && !slices.Contains(deps[i], j) {
+			for _, j := range producersOf[k] {
+				if j != i && !seen[j] {
+					seen[j] = true
 					deps[i] = append(deps[i], j)
 				}
 			}
@@ -1115,39 +1131,80 @@ func (l *loader) orderProducers() ([]epp.DataProducer, error) {
 }
 
 // topoOrder is Kahn's algorithm over nodes 0..n-1 where deps[i] must come
-// before i; among ready nodes the lowest index goes first. On a cycle it
-// returns the nodes left over (in index order).
+// before i; among ready nodes the lowest index goes first (a min-heap of
+// the ready nodes: O((n + edges) log n)). On a cycle it returns the nodes
+// left over (in index order).
 func topoOrder(n int, deps [][]int) (order, cycle []int) {
-	done := make([]bool, n)
-	for len(order) < n {
-		next := -1
-		for i := 0; i < n && next < 0; i++ {
-			if done[i] {
-				continue
-			}
-			ready := true
-			for _, d := range deps[i] {
-				if !done[d] {
-					ready = false
-					break
-				}
-			}
-			if ready {
-				next = i
-			}
+	waiting := make([]int, n)      // unfinished dependencies (repeats counted)
+	dependents := make([][]int, n) // the nodes that list i among their deps
+	ready := &intHeap{}
+	for i := range n {
+		waiting[i] = len(deps[i])
+		for _, d := range deps[i] {
+			dependents[d] = append(dependents[d], i)
 		}
-		if next < 0 {
-			for i := 0; i < n; i++ {
-				if !done[i] {
-					cycle = append(cycle, i)
-				}
-			}
-			return nil, cycle
+		if waiting[i] == 0 {
+			ready.push(i)
 		}
-		done[next] = true
-		order = append(order, next)
 	}
-	return order, nil
+	order = make([]int, 0, n)
+	for ready.len() > 0 {
+		next := ready.pop()
+		order = append(order, next)
+		for _, j := range dependents[next] {
+			if waiting[j]--; waiting[j] == 0 {
+				ready.push(j)
+			}
+		}
+	}
+	if len(order) == n {
+		return order, nil
+	}
+	for i := range n {
+		if waiting[i] > 0 {
+			cycle = append(cycle, i)
+		}
+	}
+	return nil, cycle
+}
+
+// intHeap is a binary min-heap of ints.
+type intHeap struct{ a []int }
+
+func (h *intHeap) len() int { return len(h.a) }
+
+func (h *intHeap) push(v int) {
+	h.a = append(h.a, v)
+	for i := len(h.a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h.a[p] <= h.a[i] {
+			break
+		}
+		h.a[p], h.a[i] = h.a[i], h.a[p]
+		i = p
+	}
+}
+
+func (h *intHeap) pop() int {
+	top := h.a[0]
+	last := len(h.a) - 1
+	h.a[0] = h.a[last]
+	h.a = h.a[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && h.a[l] < h.a[m] {
+			m = l
+		}
+		if r < last && h.a[r] < h.a[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h.a[i], h.a[m] = h.a[m], h.a[i]
+		i = m
+	}
+	return top
 }
 
 // describe fills the derived fields of a PluginInfo.

@@ -483,7 +483,10 @@ func TestInvalidConfigs(t *testing.T) {
 		{"weight out of range", head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: 1e309\n", config.ErrSyntax,
 			"t.yaml:9: schedulingProfiles[0].plugins[0].weight: invalid YAML: 1e309 is out of range for a float64 (at most 1.7976931348623157e+308)"},
 		{"weight of 400 digits", head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: " + strings.Repeat("9", 400) + "\n", config.ErrSyntax,
-			"t.yaml:9: schedulingProfiles[0].plugins[0].weight: invalid YAML: " + strings.Repeat("9", 400) + " is out of range for a float64 (at most 1.7976931348623157e+308)"},
+			// The error is cut to a readable length (D14), its start and end kept.
+			"t.yaml:9: schedulingProfiles[0].plugins[0].weight: invalid YAML: " + strings.Repeat("9", 100)},
+		{"weight of 400 digits, its end", head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: " + strings.Repeat("9", 400) + "\n", config.ErrSyntax,
+			"9 is out of range for a float64 (at most 1.7976931348623157e+308)"},
 		{"quoted weight", head + "plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: queue-scorer\n    weight: \"1e309\"\n", config.ErrSyntax,
 			"t.yaml:9: schedulingProfiles[0].plugins[0].weight: invalid YAML: cannot unmarshal !!str `1e309` into float64"},
 		{"parameter out of range", head + "plugins:\n- type: prefix-cache-scorer\n  parameters:\n    matchLengthWeight: -1_000e306\n", config.ErrSyntax,

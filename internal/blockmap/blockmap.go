@@ -8,7 +8,10 @@
 // replay.
 package blockmap
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // Map is a hash map from uint64 keys (block hashes) to uint64 values. The
 // zero Map is empty and ready for Ref and Lookup; Find and Insert need an
@@ -64,6 +67,9 @@ const (
 func New(groups int) Map {
 	return Map{groups: make([]mapGroup, groups), shift: uint(64 - bits.TrailingZeros(uint(groups)))}
 }
+
+// Bytes is the memory of a map of the given number of groups.
+func Bytes(groups int) int64 { return int64(groups) * int64(unsafe.Sizeof(mapGroup{})) }
 
 // GroupsFor is the number of groups a map of n entries gets.
 func GroupsFor(n int) int {
