@@ -47,13 +47,6 @@ func TestCalibratedStepByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const (
-		linear = 6_979_321_856.0
-		lmHead = 128256 * 4096.0
-		kvTok  = 131072.0
-		bw     = 3.35e12
-		peak   = 989.5e12 * 0.5
-	)
 	w := (linear + lmHead) * 2
 	fixed := (500 + 10*32.0) * 1e-6
 	for _, tc := range []struct {
@@ -77,6 +70,19 @@ func TestCalibratedStepByHand(t *testing.T) {
 		}
 	}
 }
+
+// Llama-3.1-8B on an H100 with testCoefficients, worked by hand
+// (TestCalibratedStepByHand's comment derives them): the linear weights,
+// the lm_head, the KV bytes per token, the attention FLOPs per (query, key)
+// pair, the memory bandwidth and the tensor peak at mfu 0.5.
+const (
+	linear = 6_979_321_856.0
+	lmHead = 128256 * 4096.0
+	kvTok  = 131072.0
+	pair   = 4 * 32 * 4096.0
+	bw     = 3.35e12
+	peak   = 989.5e12 * 0.5
+)
 
 func repeat(e BatchEntry, n int) []BatchEntry {
 	out := make([]BatchEntry, n)
@@ -334,14 +340,6 @@ func TestCalibratedDecodeUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const (
-		linear = 6_979_321_856.0
-		lmHead = 128256 * 4096.0
-		kvTok  = 131072.0
-		bw     = 3.35e12
-		peak   = 989.5e12 * 0.5
-		pair   = 4 * 32 * 4096.0 // attention FLOPs per (query, key) pair
-	)
 	weights := (linear + lmHead) * 2 / (bw * 0.8)
 	for _, tc := range []struct {
 		batch, context int
@@ -378,14 +376,6 @@ func TestCalibratedMixedStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const (
-		linear = 6_979_321_856.0
-		lmHead = 128256 * 4096.0
-		kvTok  = 131072.0
-		bw     = 3.35e12
-		peak   = 989.5e12 * 0.5
-		pair   = 4 * 32 * 4096.0
-	)
 	batch := append(repeat(BatchEntry{NewTokens: 1, Context: 1000, Decode: true}, 32), BatchEntry{NewTokens: 2016, Context: 0})
 	n, seqs := 32+2016.0, 33.0
 	kvTokens := 32*1001 + 2016.0
