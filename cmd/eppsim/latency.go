@@ -147,7 +147,7 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	rep, err := latency.Validate(ctx, file, source, c, latency.Options{Seed: f.seed}, f.workers)
 	if err != nil {
 		if ctx.Err() != nil {
-			return withExitCode(130, errInterrupted)
+			return interrupted(ctx, nil)
 		}
 		return err
 	}
@@ -380,7 +380,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return withExitCode(130, errInterrupted)
+			return interrupted(ctx, nil)
 		}
 		if strings.HasPrefix(err.Error(), "calibrate: ") {
 			return withExitCode(2, err)

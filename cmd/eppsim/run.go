@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -83,9 +82,6 @@ type configRun struct {
 	summary *report.Summary
 }
 
-// errInterrupted ends a run stopped by SIGINT/SIGTERM (exit 130).
-var errInterrupted = errors.New("interrupted")
-
 func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 	// Signals are caught before anything is created, so that an interrupt
 	// at any point cleans up.
@@ -144,7 +140,7 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 	runs, err := runConfigs(ctx, jobs, spec, out, board, f.workers)
 	if err != nil {
 		if ctx.Err() != nil {
-			return withExitCode(130, errInterrupted)
+			return interrupted(ctx, nil)
 		}
 		return err
 	}

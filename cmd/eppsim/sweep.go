@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,21 +87,6 @@ directories into the files an unsharded sweep writes. See docs/sweeps.md.`,
 	return cmd
 }
 
-// signalContext is ctx cancelled by the first SIGINT/SIGTERM (the verbs
-// then stop, clean up and exit 130); a second one kills the process as
-// usual.
-func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	return ctx, stop
-}
-
 func progressWriter(mode string, stderr io.Writer) (io.Writer, error) {
 	switch mode {
 	case "always":
@@ -168,7 +151,7 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 		Objectives: objs, Constraints: cons, Progress: prog, DPI: f.dpi})
 	if err != nil {
 		if errors.Is(err, sweep.ErrInterrupted) {
-			return withExitCode(130, err)
+			return interrupted(ctx, err)
 		}
 		if scenario.IsInputError(err) {
 			return withExitCode(2, err)
