@@ -59,12 +59,13 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	// After Notify: no signal gets the default action in between.
 	if h, ok := ctx.Value(handOverKey{}).(signalHandOver); ok {
 		h()
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		select {
 		case sig := <-ch:
