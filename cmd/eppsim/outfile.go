@@ -78,8 +78,12 @@ func fileKind(m fs.FileMode) string {
 		return "a directory"
 	case m&fs.ModeSocket != 0:
 		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
 	case m&fs.ModeDevice != 0:
 		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO or pipe"
 	}
 	return "not a regular file (" + m.Type().String() + ")"
 }

@@ -194,10 +194,15 @@ func runConfigs(ctx context.Context, jobs []runJob, spec *scenario.Spec, out *re
 	gate := scenario.NewGate(workers)
 	readers := make([]*scenario.FeedReader, len(jobs))
 	for i := range jobs {
-		rd, err := feed.Join(gate)
+		// The first join waits for the trace to open (on the feed's
+		// goroutine: a FIFO without a writer blocks there), or for ctx.
+		rd, err := feed.JoinContext(ctx, gate)
 		if err != nil {
 			for _, r := range readers[:i] {
 				r.Close()
+			}
+			if ctx.Err() != nil {
+				return nil, err
 			}
 			return nil, withExitCode(2, &scenario.InputError{Err: err})
 		}

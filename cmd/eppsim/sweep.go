@@ -141,6 +141,9 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 	if err != nil {
 		return withExitCode(2, err)
 	}
+	if err := checkRereadableTrace("a sweep", spec.Trace); err != nil {
+		return withExitCode(2, err)
+	}
 	e := scenario.ForSource(f.eppConfig)
 	plan, err := sweep.NewPlan(sweep.Sweep{Version: version, Spec: spec, EPP: e, Fleet: f.fleetDescription(len(spec.Fleet)),
 		Dims: dims, Random: f.random, RandomSeed: f.randomSeed})
