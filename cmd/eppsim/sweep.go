@@ -216,6 +216,7 @@ func reportResults(w io.Writer, dir string, res *sweep.Results) error {
 type mergeFlags struct {
 	dpi          int
 	out          string
+	force        bool
 	objectives   []string
 	constraints  []string
 	allowPartial bool
@@ -250,6 +251,9 @@ objectives and constraints are those the shards were run with, unless given here
 			if f.out == "" {
 				return withExitCode(2, fmt.Errorf("--out is required"))
 			}
+			if err := checkOutDirNotInput(f.out, dirs, f.force); err != nil {
+				return withExitCode(2, err)
+			}
 			opts.AllowPartial, opts.DPI = f.allowPartial, f.dpi
 			res, err := sweep.Merge(dirs, f.out, opts)
 			if err != nil {
@@ -261,7 +265,8 @@ objectives and constraints are those the shards were run with, unless given here
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.out, "out", "", "directory for the merged sweep (required)")
+	fl.StringVar(&f.out, "out", "", "directory for the merged sweep (required; refused if it holds files, unless --force, and if it is one of the inputs)")
+	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory, replacing the files a merge writes")
 	fl.StringArrayVar(&f.objectives, "objective", nil, "override the shards' objectives (as in sweep)")
 	fl.StringArrayVar(&f.constraints, "constraint", nil, "override the shards' constraints (with --objective)")
 	fl.BoolVar(&f.allowPartial, "allow-partial", false, "write the result even when points are missing")
