@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestInterruptedExitCode: a verb stopped by a signal exits 128 + the
@@ -59,5 +62,44 @@ func TestSignalContextHandsOver(t *testing.T) {
 	}
 	if !strings.Contains(context.Cause(sctx).Error(), "canceled") {
 		t.Fatalf("stopped context's cause %v", context.Cause(sctx))
+	}
+}
+
+// TestVerbsExitWithSignal: tune, calibrate and validate latency exit with
+// the code of the signal that stops them (130 SIGINT, 143 SIGTERM), name
+// it, and write no output (run, sweep, trace synth/convert: their own
+// tests; the mapping: TestInterruptedExitCode).
+func TestVerbsExitWithSignal(t *testing.T) {
+	trace := heavyTrace(t)
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+		args func(out string) []string
+	}{
+		{"tune", syscall.SIGTERM, func(out string) []string {
+			return []string{"tune", "--trace", trace, "--replicas", "2", "--param", "queue-scorer.weight", "--budget", "50", "--out", out, "--progress", "never"}
+		}},
+		{"calibrate", syscall.SIGINT, func(out string) []string {
+			return []string{"calibrate", resultsDirs.codegen, "--budget", "100000", "--quiet", "--out", out}
+		}},
+		{"validate latency", syscall.SIGTERM, func(out string) []string {
+			return []string{"validate", "latency", resultsDirs.codegen, resultsDirs.mixtral, "--out", out}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			cmd, _, stderr := startEppsim(t, tc.args(out)...)
+			time.Sleep(700 * time.Millisecond)
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			code, took := waitExit(t, cmd, 10*time.Second)
+			if code != 128+int(tc.sig) || !strings.Contains(stderr.String(), signalName(tc.sig)) {
+				t.Fatalf("exit %d after %v, stderr %q; want %d", code, took, stderr, 128+int(tc.sig))
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s written: %v", out, err)
+			}
+		})
 	}
 }

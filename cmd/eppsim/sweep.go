@@ -156,6 +156,9 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 		if errors.Is(err, sweep.ErrInterrupted) {
 			return interrupted(ctx, err)
 		}
+		if ctx.Err() != nil {
+			return interrupted(ctx, nil) // stopped before it could say where
+		}
 		if scenario.IsInputError(err) {
 			return withExitCode(2, err)
 		}

@@ -114,6 +114,9 @@ func tuneMain(ctx context.Context, stdout, stderr io.Writer, f *tuneFlags) error
 		if errors.Is(err, sweep.ErrInterrupted) {
 			return interrupted(ctx, err)
 		}
+		if ctx.Err() != nil {
+			return interrupted(ctx, nil) // stopped before it could say where
+		}
 		if scenario.IsInputError(err) {
 			return withExitCode(2, err)
 		}
