@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,6 +39,13 @@ import (
 // requests in order, the same terminal error (io.EOF at the end) after the
 // same request, and the count of skipped invalid records as of each
 // request it has consumed.
+//
+// The stream is opened and read on the reader goroutine only, so that a
+// run whose context ends stops waiting for it even while an open or a
+// read blocks (a FIFO without a writer, a pipe from a slow producer):
+// JoinContext and the reader's Next return the context's error then, and
+// Close no longer waits for a reader that may never return (it ends, and
+// closes the stream, when its open or read does).
 type Feed struct {
 	open func() (feedSource, error)
 	opts FeedOptions
@@ -46,10 +54,12 @@ type Feed struct {
 	more sync.Cond // runs waiting for a request
 	room sync.Cond // the reader waiting for the window to move
 
-	opened  bool
-	openErr error
-	src     feedSource
-	done    chan struct{} // closed when the reader goroutine has ended
+	started   bool // the reader goroutine has started (it opens the stream)
+	opened    bool // the open has returned: src or openErr is set
+	openErr   error
+	src       feedSource
+	done      chan struct{} // closed when the reader goroutine has ended
+	abandoned bool          // a run stopped waiting on its context: Close does not wait for the reader
 
 	// items[k] is request base+k. After the last request read comes end,
 	// the terminal error (nil while reading), with endSkipped.
@@ -149,23 +159,28 @@ func newFeed(open func() (feedSource, error), opts FeedOptions) *Feed {
 	return f
 }
 
-// Join adds a run that reads the feed from its first request. The first
-// Join opens the stream (its error is every Join's error) and starts the
-// reader. gate, if not nil, is the Gate the run holds while it simulates:
-// the run leaves it while it waits for requests. Join fails with
-// ErrFeedClosed once the feed has released a request or was closed.
+// Join is JoinContext with a context that never ends.
 func (f *Feed) Join(gate *Gate) (*FeedReader, error) {
+	return f.JoinContext(context.Background(), gate)
+}
+
+// JoinContext adds a run that reads the feed from its first request. The
+// first join starts the reader, which opens the stream; every join waits
+// for the open (its error is every join's error), or for ctx to end (then
+// ctx's error). The reader's Next, too, stops waiting for requests when
+// ctx ends. gate, if not nil, is the Gate the run holds while it
+// simulates: the run leaves it while it waits for requests. JoinContext
+// fails with ErrFeedClosed once the feed has released a request or was
+// closed.
+func (f *Feed) JoinContext(ctx context.Context, gate *Gate) (*FeedReader, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.opened {
-		f.opened = true
-		f.src, f.openErr = f.open()
-		if f.openErr != nil {
-			f.stopped = true
-			close(f.done)
-		} else {
-			go f.read()
-		}
+	if !f.started && !f.stopped {
+		f.started = true
+		go f.read()
+	}
+	if err := f.waitFor(ctx, func() bool { return f.opened || f.stopped }); err != nil {
+		return nil, err
 	}
 	if f.openErr != nil {
 		return nil, f.openErr
@@ -173,22 +188,58 @@ func (f *Feed) Join(gate *Gate) (*FeedReader, error) {
 	if f.released || f.stopped {
 		return nil, ErrFeedClosed
 	}
-	rd := &FeedReader{f: f, gate: gate}
+	rd := &FeedReader{f: f, gate: gate, ctx: ctx}
+	rd.unwatch = context.AfterFunc(ctx, f.wake)
 	f.readers = append(f.readers, rd)
+	if len(f.readers) == 1 {
+		f.room.Signal() // the reader waits for its first run
+	}
 	return rd, nil
 }
 
+// waitFor waits until ready() or ctx ends (then its error, and the feed
+// is abandoned); f.mu is held.
+func (f *Feed) waitFor(ctx context.Context, ready func() bool) error {
+	if ready() {
+		return nil
+	}
+	unwatch := context.AfterFunc(ctx, f.wake)
+	defer unwatch()
+	for !ready() {
+		if err := ctx.Err(); err != nil {
+			f.abandoned = true
+			return fmt.Errorf("scenario: waiting for the workload: %w", err)
+		}
+		f.more.Wait()
+	}
+	return nil
+}
+
+// wake wakes the runs waiting on the feed, for them to look at their
+// contexts.
+func (f *Feed) wake() {
+	f.mu.Lock()
+	f.more.Broadcast()
+	f.mu.Unlock()
+}
+
 // Close stops the reader and waits for it to end (the stream is closed
-// then). Runs still reading get the requests read so far, then an error.
+// then), unless a run has stopped waiting for it on its context: the
+// reader may then be blocked in an open or read that does not return, and
+// ends when it does. Runs still reading get the requests read so far,
+// then an error.
 func (f *Feed) Close() {
 	f.mu.Lock()
-	if !f.opened {
-		f.opened = true
+	if !f.started {
+		f.started = true
 		close(f.done)
 	}
 	f.stop()
+	abandoned := f.abandoned
 	f.mu.Unlock()
-	<-f.done
+	if !abandoned {
+		<-f.done
+	}
 }
 
 // stop ends the reader goroutine and refuses joins; f.mu is held.
@@ -229,10 +280,26 @@ func (f *Feed) resume() bool {
 	return n <= o.maxItems*3/4 && (n < o.minItems || f.bytes <= o.WindowBytes*3/4)
 }
 
-// read is the reader goroutine.
+// read is the reader goroutine: it opens the stream, then reads it.
 func (f *Feed) read() {
 	defer close(f.done)
-	defer f.src.Close()
+	src, err := f.open()
+	f.mu.Lock()
+	f.opened, f.src, f.openErr = true, src, err
+	if err != nil {
+		f.stopped = true
+	}
+	f.more.Broadcast() // the joins waiting for the open
+	// Nothing is read before the first run has joined: a feed with no run
+	// would release (and so close itself to) the run that started it.
+	for err == nil && !f.stopped && len(f.readers) == 0 {
+		f.room.Wait()
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return
+	}
+	defer src.Close()
 	for f.wait() {
 		req, err := f.next()
 		if !f.add(req, err) {
@@ -344,13 +411,17 @@ func (f *Feed) release() {
 type FeedReader struct {
 	f       *Feed
 	gate    *Gate
-	pos     int // the next request's index
+	ctx     context.Context // the run's: Next stops waiting when it ends
+	unwatch func() bool     // ends the wake-up on ctx's end
+	pos     int             // the next request's index
 	skipped int
 	err     error // the terminal error, once consumed
 	closed  bool
 }
 
-// Next returns the next request, or the terminal error (io.EOF at the end).
+// Next returns the next request, or the terminal error (io.EOF at the end),
+// or, when the run's context ends while it waits for the reader, an error
+// that wraps the context's.
 func (r *FeedReader) Next() (*workload.Request, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -358,25 +429,33 @@ func (r *FeedReader) Next() (*workload.Request, error) {
 	f := r.f
 	f.mu.Lock()
 	left := false
+	var (
+		req *workload.Request
+		err error
+	)
 	for r.pos >= f.base+len(f.items) && f.end == nil {
+		if cerr := r.ctx.Err(); cerr != nil {
+			err = fmt.Errorf("scenario: waiting for the workload: %w", cerr)
+			break
+		}
 		if r.gate != nil && !left {
 			r.gate.Leave()
 			left = true
 		}
 		f.more.Wait()
 	}
-	var (
-		req *workload.Request
-		err error
-	)
-	if r.pos < f.base+len(f.items) {
+	switch {
+	case err != nil:
+		f.abandoned = true
+		r.err = err
+	case r.pos < f.base+len(f.items):
 		it := &f.items[r.pos-f.base]
 		req, r.skipped = it.req, it.skipped
 		r.pos++
 		if r.pos-1 == f.base {
 			f.release() // r may have been the slowest run
 		}
-	} else {
+	default:
 		err, r.skipped = f.end, f.endSkipped
 		r.err = err
 	}
@@ -409,6 +488,7 @@ func (r *FeedReader) Close() {
 		return
 	}
 	r.closed = true
+	r.unwatch()
 	f := r.f
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -22,9 +22,10 @@ import (
 type Pool struct {
 	opts FeedOptions
 
-	mu     sync.Mutex
-	feeds  map[poolKey]*Feed
-	closed bool
+	mu      sync.Mutex
+	feeds   map[poolKey]*Feed
+	joining map[*Feed]int // runs about to join each feed: not idle
+	closed  bool
 }
 
 // poolKey identifies a workload: its trace and its options, by their
@@ -51,7 +52,7 @@ func NewPool(retainBytes int64) *Pool {
 	if retainBytes == 0 {
 		retainBytes = DefaultRetainBytes
 	}
-	return &Pool{opts: FeedOptions{RetainBytes: max(retainBytes, 0)}, feeds: map[poolKey]*Feed{}}
+	return &Pool{opts: FeedOptions{RetainBytes: max(retainBytes, 0)}, feeds: map[poolKey]*Feed{}, joining: map[*Feed]int{}}
 }
 
 // errPoolClosed is the error of a run started on a closed pool.
@@ -62,40 +63,67 @@ func (p *Pool) Run(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report
 	if spec.Open != nil {
 		return RunContext(ctx, spec, e, hooks)
 	}
-	return run(ctx, spec, e, hooks, func() (*FeedReader, error) { return p.join(spec, e) })
+	return run(ctx, spec, e, hooks, func() (*FeedReader, error) { return p.join(ctx, spec, e) })
 }
 
 // join returns a reader of the feed of spec's workload, opening a new feed
 // when there is none or the last one has released requests. Feeds that no
 // run reads any more are closed then, so that a pool holds at most one
-// idle feed.
-func (p *Pool) join(spec *Spec, e EPP) (*FeedReader, error) {
+// idle feed. The join itself, which waits for the feed to open its stream,
+// is made outside the pool's lock and gives way to ctx.
+func (p *Pool) join(ctx context.Context, spec *Spec, e EPP) (*FeedReader, error) {
+	key := keyOf(spec)
+	for {
+		f, err := p.feed(key, spec, e)
+		if err != nil {
+			return nil, err
+		}
+		rd, err := f.JoinContext(ctx, nil)
+		p.joined(key, f, errors.Is(err, ErrFeedClosed))
+		if !errors.Is(err, ErrFeedClosed) {
+			return rd, err
+		}
+	}
+}
+
+// feed returns the pool's feed of key's workload, a new one when there is
+// none, and counts a run about to join it.
+func (p *Pool) feed(key poolKey, spec *Spec, e EPP) (*Feed, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, errPoolClosed
 	}
-	key := keyOf(spec)
-	if f := p.feeds[key]; f != nil {
-		rd, err := f.Join(nil)
-		if !errors.Is(err, ErrFeedClosed) {
-			return rd, err
+	f := p.feeds[key]
+	if f == nil {
+		for k, g := range p.feeds {
+			if p.joining[g] == 0 && g.idle() {
+				g.Close()
+				delete(p.feeds, k)
+			}
 		}
+		opts := p.opts
+		// Prepared for the first run's config: sweep points mostly differ
+		// in weights, which change nothing a request's memo holds.
+		opts.Prepare = Preparer(spec, []EPP{e})
+		f = NewFeed(SpecOpener(spec), opts)
+		p.feeds[key] = f
+	}
+	p.joining[f]++
+	return f, nil
+}
+
+// joined ends feed's count of a run joining it, and drops the feed when
+// it refused the run (closed: it has released requests).
+func (p *Pool) joined(key poolKey, f *Feed, refused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.joining[f]--; p.joining[f] == 0 {
+		delete(p.joining, f)
+	}
+	if refused && p.feeds[key] == f {
 		delete(p.feeds, key)
 	}
-	for k, f := range p.feeds {
-		if f.idle() {
-			f.Close()
-			delete(p.feeds, k)
-		}
-	}
-	opts := p.opts
-	// Prepared for the first run's config: sweep points mostly differ in
-	// weights, which change nothing a request's memo holds.
-	opts.Prepare = Preparer(spec, []EPP{e})
-	f := NewFeed(SpecOpener(spec), opts)
-	p.feeds[key] = f
-	return f.Join(nil)
 }
 
 // Close stops every feed. Runs still reading get an error.

@@ -194,7 +194,7 @@ func RunContext(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Su
 	}()
 	return run(ctx, spec, e, hooks, func() (*FeedReader, error) {
 		feed = NewFeed(SpecOpener(spec), FeedOptions{Prepare: Preparer(spec, []EPP{e})})
-		return feed.Join(nil)
+		return feed.JoinContext(ctx, nil)
 	})
 }
 
@@ -231,6 +231,9 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 	router.Record = true
 	rd, err := join()
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err // interrupted while the workload opened
+		}
 		return nil, &InputError{err}
 	}
 	defer rd.Close()

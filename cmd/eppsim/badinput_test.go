@@ -293,8 +293,8 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) (int, time.Durat
 }
 
 // TestRunInterrupted: SIGINT or SIGTERM stops eppsim run at once: it prints
-// "interrupted", exits 130 and leaves no file (temporary or spooled) and no
-// new --out directory behind.
+// "interrupted by" the signal, exits 130 (SIGINT) or 143 (SIGTERM) and
+// leaves no file (temporary or spooled) and no new --out directory behind.
 func TestRunInterrupted(t *testing.T) {
 	trace := heavyTrace(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
@@ -309,8 +309,9 @@ func TestRunInterrupted(t *testing.T) {
 				t.Fatal(err)
 			}
 			code, took := waitExit(t, cmd, 10*time.Second)
-			if code != 130 || !strings.Contains(stderr.String(), "interrupted") {
-				t.Fatalf("exit %d after %v, stderr %q; want 130 and \"interrupted\"", code, took, stderr)
+			want := 128 + int(sig)
+			if code != want || !strings.Contains(stderr.String(), "interrupted by "+signalName(sig)) {
+				t.Fatalf("exit %d after %v, stderr %q; want %d and \"interrupted by %s\"", code, took, stderr, want, signalName(sig))
 			}
 			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 				entries, _ := os.ReadDir(out)
@@ -332,7 +333,7 @@ func waitForFiles(t *testing.T, dir string, limit time.Duration) {
 }
 
 // TestSweepInterrupted: the first SIGTERM stops a sweep within seconds,
-// even with long points in flight: exit 130, the log stays resumable, and
+// even with long points in flight: exit 143, the log stays resumable, and
 // the message says how to resume.
 func TestSweepInterrupted(t *testing.T) {
 	trace := heavyTrace(t)
@@ -346,7 +347,7 @@ func TestSweepInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, took := waitExit(t, cmd, 10*time.Second)
-	if code != 130 || !strings.Contains(stderr.String(), "run the same command again to resume") {
+	if code != 143 || !strings.Contains(stderr.String(), "run the same command again to resume") {
 		t.Fatalf("exit %d after %v, stderr %q", code, took, stderr)
 	}
 	if took > 5*time.Second {

@@ -21,6 +21,7 @@ type diffFlags struct {
 	allowMismatch bool
 	onlyCommon    bool
 	dpi           int
+	force         bool
 }
 
 func newDiffCmd() *cobra.Command {
@@ -77,7 +78,8 @@ unparsable file, different workloads, fleets or seeds, bad --fail-on).`,
 	fl.StringArrayVar(&f.failOn, "fail-on", nil, "threshold METRIC:+N% | METRIC:-N | METRIC:off (repeatable; adds to or overrides the defaults)")
 	fl.BoolVar(&f.noDefaults, "no-default-thresholds", false, "check only the --fail-on thresholds")
 	fl.Float64Var(&f.tolerance, "tolerance", 0, "strict mode: every field must match within this relative tolerance (e.g. 1e-9)")
-	fl.StringVar(&f.out, "out", "", "write diff.md, diff.json, diff.html and the comparison plots to this directory")
+	fl.StringVar(&f.out, "out", "", "write diff.md, diff.json, diff.html and the comparison plots to this directory (refused if it holds files, unless --force)")
+	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory, replacing the files a diff writes")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the comparison as JSON instead of Markdown")
 	fl.BoolVar(&f.allowMismatch, "allow-mismatch", false, "compare even when workloads, fleets or seeds differ (reported as notes)")
 	fl.BoolVar(&f.onlyCommon, "only-common", false, "compare the configs both sides have; ignore the others")
@@ -106,6 +108,11 @@ func diffMain(stdout, stderr io.Writer, f *diffFlags, basePath, curPath string) 
 	}
 	if len(ths) == 0 && f.tolerance == 0 {
 		return withExitCode(2, errors.New("nothing to check: no thresholds (--no-default-thresholds without --fail-on) and no --tolerance"))
+	}
+	if f.out != "" {
+		if err := checkOutDir(f.out, f.force); err != nil {
+			return withExitCode(2, err)
+		}
 	}
 	base, err := report.LoadRunSets(basePath)
 	if err != nil {

@@ -121,10 +121,24 @@ func TestDiffCLI(t *testing.T) {
 		{[]string{"diff", runDir, runDir, "--fail-on", "sim.wall_s:+5%"}, "wall-clock"},
 		{[]string{"diff", runDir, runDir, "--no-default-thresholds"}, "nothing to check"},
 		{[]string{"diff", runDir, runDir, "--tolerance", "-1"}, "--tolerance -1: must be a finite number ≥ 0"},
+		// An --out holding earlier results is refused, as run's is.
+		{[]string{"diff", runDir, runDir, "--out", plots}, "--out " + plots + " already holds earlier results (diff.html, diff.json, diff.md, and 6 more): pass --force"},
+		{[]string{"diff", runDir, runDir, "--out", runDir}, "--out " + runDir + " already holds earlier results (summary.json)"},
 	} {
 		_, _, err := runCLI(t, tc.args...)
 		if exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: exit %d, %v; want exit 2 with %q", tc.args, exitCode(err), err, tc.want)
 		}
+	}
+	// --force writes into it.
+	before, err := os.Stat(filepath.Join(plots, "diff.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCLI(t, "diff", runDir, runDir, "--out", plots, "--force", "--dpi", "20"); err != nil {
+		t.Fatalf("--force: %v", err)
+	}
+	if after, err := os.Stat(filepath.Join(plots, "diff.md")); err != nil || os.SameFile(before, after) {
+		t.Errorf("--force did not replace diff.md: %v", err)
 	}
 }

@@ -130,7 +130,7 @@ func TestInputErrorsExitTwo(t *testing.T) {
 		{"trace convert out dir", []string{"trace", "convert", "builtin:chat", "--out", f["adir"]}, []string{"--out " + f["adir"] + ": is a directory"}},
 		{"trace synth from iperf out dir", []string{"trace", "synth", "--from", "inference-perf", f["bad.json"], "--out", f["adir"]}, []string{"--out " + f["adir"] + ": is a directory"}},
 		{"trace synth sessions", []string{"trace", "synth", "--sessions", "-5", "--out", "-"}, []string{"--sessions -5"}},
-		{"trace synth missing spec", []string{"trace", "synth", "--spec", filepath.Join(f["dir"], "nope.yaml"), "--out", "-"}, []string{"--spec: open " + filepath.Join(f["dir"], "nope.yaml")}},
+		{"trace synth missing spec", []string{"trace", "synth", "--spec", filepath.Join(f["dir"], "nope.yaml"), "--out", "-"}, []string{"--spec: workload: open " + filepath.Join(f["dir"], "nope.yaml")}},
 		{"trace inspect bytes per token", []string{"trace", "inspect", "builtin:chat", "--bytes-per-token", "-1"}, []string{"--bytes-per-token -1: must be positive"}},
 		{"trace inspect trace block size", []string{"trace", "inspect", "builtin:chat", "--trace-block-size", "-3"}, []string{"--trace-block-size -3"}},
 		{"diff tolerance", []string{"diff", f["dir"], f["dir"], "--tolerance", "-1"}, []string{"--tolerance -1: must be a finite number ≥ 0"}},

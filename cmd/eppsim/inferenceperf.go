@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -41,7 +42,11 @@ func (f *iperfFlags) apply(o *workload.Options) error {
 // iperfSynth writes the traffic of the inference-perf config at path as
 // OpenAI JSONL (x_arrival_ms, x_output_tokens, x_stage) to out ("-":
 // stdout). The config's notes (ignored legacy keys) go to stderr.
-func iperfSynth(stdout, stderr io.Writer, path, out string, o workload.Options) error {
+func iperfSynth(ctx context.Context, stdout, stderr io.Writer, path, out string, o workload.Options) error {
+	target, err := traceOutTarget(out)
+	if err != nil {
+		return err
+	}
 	data, err := workload.ReadConfigFile(path)
 	if err != nil {
 		return withExitCode(2, err)
@@ -57,7 +62,9 @@ func iperfSynth(stdout, stderr io.Writer, path, out string, o workload.Options) 
 	if err != nil {
 		return withExitCode(2, err)
 	}
-	n, err := traceWriteJSONL(stdout, out, s)
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	n, err := traceWriteJSONL(ctx, stdout, target, s)
 	if err != nil {
 		return traceReadErr(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/eppsim/eppsim/latency"
 	"github.com/eppsim/eppsim/replica"
-	"github.com/eppsim/eppsim/report"
 )
 
 // inputsHelp describes the inputs of validate latency and calibrate.
@@ -147,7 +145,7 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	rep, err := latency.Validate(ctx, file, source, c, latency.Options{Seed: f.seed}, f.workers)
 	if err != nil {
 		if ctx.Err() != nil {
-			return withExitCode(130, errInterrupted)
+			return interrupted(ctx, nil)
 		}
 		return err
 	}
@@ -369,7 +367,11 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	case f.workers < 1:
 		return withExitCode(2, fmt.Errorf("--workers %d: must be at least 1", f.workers))
 	}
-	if _, err := os.Stat(f.out); err == nil && !f.force {
+	target, err := checkOutFile("--out", f.out)
+	if err != nil {
+		return err
+	}
+	if target.exists && !f.force {
 		return withExitCode(2, fmt.Errorf("--out %s exists: pass --force to overwrite it", f.out))
 	}
 	if f.report != "" {
@@ -427,7 +429,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return withExitCode(130, errInterrupted)
+			return interrupted(ctx, nil)
 		}
 		if strings.HasPrefix(err.Error(), "calibrate: ") {
 			return withExitCode(2, err)
@@ -438,7 +440,10 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	if err != nil {
 		return err
 	}
-	if err := report.WriteFileAtomic(f.out, y); err != nil {
+	if err := writeOutFile(ctx, target, y); err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx, nil)
+		}
 		return err
 	}
 	rep := &latency.Report{Source: source, Calibration: res.Calibration, Results: res.Results, Rows: latency.Rows(res.Results)}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -39,18 +40,30 @@ func execute(root *cobra.Command, name string, args []string) error {
 	}
 	root.Annotations[argvAnnotation] = shellQuote(append([]string{name}, args...))
 	started := false
+	prof := newProfiledRun(root.ErrOrStderr())
 	pre := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		started = true
 		if err := checkFlagValues(cmd); err != nil {
 			return withExitCode(2, err)
 		}
+		if f := cmd.Flags().Lookup(profileFlag); f != nil {
+			if err := prof.begin(cmd.Context(), f.Value.String()); err != nil {
+				return err
+			}
+		}
 		if pre != nil {
 			return pre(cmd, args)
 		}
 		return nil
 	}
-	err := root.Execute()
+	// The verbs' signalContext tells the profiler that the verb handles
+	// signals itself.
+	ctx := context.WithValue(context.Background(), handOverKey{}, signalHandOver(prof.handOver))
+	err := root.ExecuteContext(ctx)
+	if perr := prof.end(); err == nil {
+		err = perr
+	}
 	var ee *exitError
 	if err != nil && !started && !errors.As(err, &ee) {
 		return withExitCode(2, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -43,4 +44,31 @@ func checkOutDir(dir string, force bool) error {
 	}
 	return fmt.Errorf("--out %s already holds earlier results (%s): pass --force to overwrite them, or choose another directory",
 		dir, strings.Join(names, ", "))
+}
+
+// checkOutDirNotInput is checkOutDir for a verb that reads directories and
+// writes another (sweep merge): --out must also not be one of the inputs,
+// whatever force says (the merge would replace the shard's own points.jsonl
+// while reading it).
+func checkOutDirNotInput(dir string, inputs []string, force bool) error {
+	for _, in := range inputs {
+		if sameDir(dir, in) {
+			return fmt.Errorf("--out %s is the input directory %s: merge into another directory (--force does not change that)", dir, in)
+		}
+	}
+	return checkOutDir(dir, force)
+}
+
+// sameDir reports whether a and b name the same directory: the same file
+// when both exist (through links, other spellings), the same absolute
+// path otherwise.
+func sameDir(a, b string) bool {
+	sa, erra := os.Stat(a)
+	sb, errb := os.Stat(b)
+	if erra == nil && errb == nil {
+		return os.SameFile(sa, sb)
+	}
+	aa, erra := filepath.Abs(a)
+	ab, errb := filepath.Abs(b)
+	return erra == nil && errb == nil && aa == ab
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,9 +87,6 @@ type configRun struct {
 	summary *report.Summary
 }
 
-// errInterrupted ends a run stopped by SIGINT/SIGTERM (exit 130).
-var errInterrupted = errors.New("interrupted")
-
 func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 	// Signals are caught before anything is created, so that an interrupt
 	// at any point cleans up.
@@ -152,7 +148,7 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return withExitCode(130, errInterrupted)
+			return interrupted(ctx, nil)
 		}
 		return err
 	}
@@ -248,10 +244,15 @@ func runConfigs(ctx context.Context, jobs []runJob, spec *scenario.Spec, out *re
 	gate := scenario.NewGate(workers)
 	readers := make([]*scenario.FeedReader, len(jobs))
 	for i := range jobs {
-		rd, err := feed.Join(gate)
+		// The first join waits for the trace to open (on the feed's
+		// goroutine: a FIFO without a writer blocks there), or for ctx.
+		rd, err := feed.JoinContext(ctx, gate)
 		if err != nil {
 			for _, r := range readers[:i] {
 				r.Close()
+			}
+			if ctx.Err() != nil {
+				return nil, err
 			}
 			return nil, withExitCode(2, &scenario.InputError{Err: err})
 		}

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,21 +91,6 @@ directories into the files an unsharded sweep writes. See docs/sweeps.md.`,
 	return cmd
 }
 
-// signalContext is ctx cancelled by the first SIGINT/SIGTERM (the verbs
-// then stop, clean up and exit 130); a second one kills the process as
-// usual.
-func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	return ctx, stop
-}
-
 func progressWriter(mode string, stderr io.Writer) (io.Writer, error) {
 	switch mode {
 	case "always":
@@ -178,6 +161,9 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 	if err != nil {
 		return withExitCode(2, err)
 	}
+	if err := checkRereadableTrace("a sweep", spec.Trace); err != nil {
+		return withExitCode(2, err)
+	}
 	e := scenario.ForSource(f.eppConfig)
 	plan, err := sweep.NewPlanContext(ctx, sweep.Sweep{Version: version, Spec: spec, EPP: e, Fleet: f.fleetDescription(len(spec.Fleet)),
 		Dims: dims, Random: f.random, RandomSeed: f.randomSeed, MaxPoints: maxPoints})
@@ -191,7 +177,10 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 		Objectives: objs, Constraints: cons, Progress: prog, DPI: f.dpi})
 	if err != nil {
 		if errors.Is(err, sweep.ErrInterrupted) {
-			return withExitCode(130, err)
+			return interrupted(ctx, err)
+		}
+		if ctx.Err() != nil {
+			return interrupted(ctx, nil) // stopped before it could say where
 		}
 		if scenario.IsInputError(err) {
 			return withExitCode(2, err)
@@ -253,6 +242,7 @@ func reportResults(w io.Writer, dir string, res *sweep.Results) error {
 type mergeFlags struct {
 	dpi          int
 	out          string
+	force        bool
 	objectives   []string
 	constraints  []string
 	allowPartial bool
@@ -287,6 +277,9 @@ objectives and constraints are those the shards were run with, unless given here
 			if f.out == "" {
 				return withExitCode(2, fmt.Errorf("--out is required"))
 			}
+			if err := checkOutDirNotInput(f.out, dirs, f.force); err != nil {
+				return withExitCode(2, err)
+			}
 			opts.AllowPartial, opts.DPI = f.allowPartial, f.dpi
 			res, err := sweep.Merge(dirs, f.out, opts)
 			if err != nil {
@@ -298,7 +291,8 @@ objectives and constraints are those the shards were run with, unless given here
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.out, "out", "", "directory for the merged sweep (required)")
+	fl.StringVar(&f.out, "out", "", "directory for the merged sweep (required; refused if it holds files, unless --force, and if it is one of the inputs)")
+	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory, replacing the files a merge writes")
 	fl.StringArrayVar(&f.objectives, "objective", nil, "override the shards' objectives (as in sweep)")
 	fl.StringArrayVar(&f.constraints, "constraint", nil, "override the shards' constraints (with --objective)")
 	fl.BoolVar(&f.allowPartial, "allow-partial", false, "write the result even when points are missing")

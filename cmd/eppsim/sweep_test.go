@@ -209,7 +209,7 @@ func TestK8sSweepJob(t *testing.T) {
 	for i := range n {
 		shardDirs = append(shardDirs, fmt.Sprintf("/data/out/shard-%d", i))
 	}
-	if strings.Join(mc.Args, " ") != "sweep merge "+strings.Join(shardDirs, " ")+" --out=/data/out/merged" {
+	if strings.Join(mc.Args, " ") != "sweep merge "+strings.Join(shardDirs, " ")+" --out=/data/out/merged --force" {
 		t.Errorf("eppsim-sweep-merge args %v: want every shard directory", mc.Args)
 	}
 
@@ -269,5 +269,70 @@ func TestK8sSweepJob(t *testing.T) {
 	merged := filepath.Join(paths["/data/out"], "merged")
 	for _, f := range []string{"points.csv", "best.yaml", "sweep.json"} {
 		sameFile(t, filepath.Join(ref, f), filepath.Join(merged, f))
+	}
+}
+
+// TestSweepMergeOut: sweep merge refuses an --out that holds earlier
+// results unless --force, as run does, and an --out that is one of its
+// inputs (however spelled) even with --force, exit 2, leaving the inputs
+// as they were (issue #25 D13).
+func TestSweepMergeOut(t *testing.T) {
+	root := t.TempDir()
+	shard := func(i int) string {
+		d := filepath.Join(root, fmt.Sprintf("shard-%d", i))
+		if _, _, err := runCLI(t, append([]string{"sweep", "--vary", "queue-scorer.weight=1,2", "--shard", fmt.Sprintf("%d/2", i), "--out", d}, tiny...)...); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a, b := shard(0), shard(1)
+	log := filepath.Join(a, "points.jsonl")
+	orig, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := filepath.Join(root, "earlier")
+	if err := os.Mkdir(results, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(results, "summary.json"), "{}\n")
+	if err := os.Symlink(a, filepath.Join(root, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(root, "file")
+	writeFile(t, file, "x")
+	for _, tc := range []struct {
+		name string
+		out  string
+		more []string
+		want string // "" for success
+	}{
+		{"new directory", filepath.Join(root, "merged"), nil, ""},
+		{"earlier results", results, nil, "--out " + results + " already holds earlier results (summary.json): pass --force"},
+		{"earlier results, --force", results, []string{"--force"}, ""},
+		{"an input", a, nil, "--out " + a + " is the input directory " + a},
+		{"an input, --force", a, []string{"--force"}, "is the input directory"},
+		{"an input, spelled otherwise", a + "/.", []string{"--force"}, "is the input directory"},
+		{"an input through a link", filepath.Join(root, "alias"), []string{"--force"}, "is the input directory"},
+		{"a file", file, []string{"--force"}, "--out " + file + ": not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runCLI(t, append([]string{"sweep", "merge", a, b, "--out", tc.out, "--dpi", "20"}, tc.more...)...)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(filepath.Join(tc.out, "points.csv")); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v (exit %d), want exit 2 and %q", err, exitCode(err), tc.want)
+			}
+			if now, err := os.ReadFile(log); err != nil || !bytes.Equal(now, orig) {
+				t.Fatalf("the input's points.jsonl changed: %v", err)
+			}
+		})
 	}
 }

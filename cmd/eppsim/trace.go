@@ -2,13 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -248,10 +247,7 @@ request with x_stage, its load stage; --out defaults to stdout.`,
 				if out == "" {
 					out = "-"
 				}
-				if err := checkOutFile(out); err != nil {
-					return err
-				}
-				return iperfSynth(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], out, o)
+				return iperfSynth(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], out, o)
 			}
 			if len(args) > 0 {
 				return withExitCode(2, fmt.Errorf("unexpected argument %q (a config file goes with --from inference-perf)", args[0]))
@@ -259,11 +255,11 @@ request with x_stage, its load stage; --out defaults to stdout.`,
 			if out == "" {
 				return withExitCode(2, errors.New("--out is required (use - for stdout)"))
 			}
-			if err := checkOutFile(out); err != nil {
+			target, err := traceOutTarget(out)
+			if err != nil {
 				return err
 			}
 			var spec *workload.Spec
-			var err error
 			if specFile != "" {
 				data, rerr := workload.ReadConfigFile(specFile)
 				if rerr != nil {
@@ -292,12 +288,17 @@ request with x_stage, its load stage; --out defaults to stdout.`,
 			if err != nil {
 				return withExitCode(2, err)
 			}
-			s, err := workload.NewSynthesizer(spec, rand.New(rand.NewPCG(seed, 0x73796e7468)),
-				workload.Options{Seed: int64(seed), Mode: m, Rate: rate, Model: model})
+			o := workload.Options{Seed: int64(seed), Mode: m, Rate: rate, Model: model}
+			s, err := workload.NewSynthesizer(spec, synthRNG(seed), o)
 			if err != nil {
 				return withExitCode(2, err)
 			}
-			n, err := traceWriteJSONL(cmd.OutOrStdout(), out, s)
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			if err := synthWarnSize(ctx, cmd.ErrOrStderr(), spec, seed, o); err != nil {
+				return err
+			}
+			n, err := traceWriteJSONL(ctx, cmd.OutOrStdout(), target, s)
 			if err != nil {
 				return traceReadErr(err)
 			}
@@ -315,7 +316,7 @@ request with x_stage, its load stage; --out defaults to stdout.`,
 	fl.Float64Var(&rate, "rate", 0, "session arrival rate per second (0: the spec's)")
 	fl.StringVar(&mode, "mode", "closed-loop", "closed-loop (later turns carry x_think_ms: replayed after the previous turn completes) or open-loop (no think times)")
 	fl.StringVar(&model, "model", "", "model name (default: the spec's)")
-	fl.StringVarP(&out, "out", "o", "", "output file (written to a temporary file, then renamed); - for stdout")
+	fl.StringVarP(&out, "out", "o", "", outFileHelp)
 	fl.StringVar(&from, "from", "", "generate the traffic of a config of this tool instead: inference-perf")
 	iperf.register(fl)
 	return cmd
@@ -339,23 +340,31 @@ x_output_tokens, x_output_text (when known) and x_think_ms (closed-loop turns).`
 			if out == "" {
 				return withExitCode(2, errors.New("--out is required (use - for stdout)"))
 			}
-			if err := checkOutFile(out); err != nil {
+			target, err := traceOutTarget(out)
+			if err != nil {
 				return err
 			}
 			o, err := rf.options()
 			if err != nil {
 				return err
 			}
-			s, err := traceOpen(args[0], o)
+			// The trace is opened and read on a goroutine of its own, so
+			// that a signal stops convert even while a read blocks (a
+			// FIFO without a writer).
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			p, err := openTrace(ctx, args[0], o)
 			if err != nil {
+				if ctx.Err() != nil {
+					return interrupted(ctx, nil)
+				}
 				return err
 			}
-			defer s.Close()
-			n, err := traceWriteJSONL(cmd.OutOrStdout(), out, s)
+			n, err := traceWriteJSONL(ctx, cmd.OutOrStdout(), target, p)
 			if err != nil {
 				return traceReadErr(err)
 			}
-			traceReportSkipped(cmd.ErrOrStderr(), s)
+			traceReportSkipped(cmd.ErrOrStderr(), p.Stream())
 			if out != "-" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "eppsim: wrote %d requests to %s\n", n, out)
 			}
@@ -364,64 +373,205 @@ x_output_tokens, x_output_text (when known) and x_think_ms (closed-loop turns).`
 	}
 	rf.register(cmd)
 	cmd.Flags().StringVar(&to, "to", "openai-jsonl", "output format (openai-jsonl)")
-	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (written to a temporary file, then renamed); - for stdout")
+	cmd.Flags().StringVarP(&out, "out", "o", "", outFileHelp)
 	return cmd
 }
 
-// checkOutFile refuses an --out that cannot become a file (a directory:
-// the rename onto it would fail only after the whole trace was written).
-func checkOutFile(path string) error {
-	if path == "-" {
+// outFileHelp is the help of trace synth/convert's --out.
+const outFileHelp = "output file: written to a temporary file, then renamed (onto a symbolic link's target); a device or FIFO is written to directly; - for stdout"
+
+// traceOutTarget checks trace synth/convert's --out: nil for "-" (stdout).
+func traceOutTarget(out string) (*outTarget, error) {
+	if out == "-" {
+		return nil, nil
+	}
+	return checkOutFile("--out", out)
+}
+
+// traceWriteJSONL streams src as OpenAI JSONL to out (nil: stdout), a file
+// written through a temporary file renamed into place (outTarget), so that
+// an interrupted or failed run leaves no half-written output. ctx ending
+// stops it: the temporary file is removed and the error is interrupted's.
+func traceWriteJSONL(ctx context.Context, stdout io.Writer, out *outTarget, src workload.Source) (n int, err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = interrupted(ctx, nil)
+		}
+	}()
+	w := stdout
+	var f *outFile
+	if out != nil {
+		if f, err = out.create(ctx); err != nil {
+			return 0, err
+		}
+		defer f.Abort()
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	done := ctx.Done()
+	for {
+		select {
+		case <-done:
+			return n, ctx.Err()
+		default:
+		}
+		r, err := src.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+		if err := workload.WriteOpenAI(bw, r); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if err := bw.Flush(); err != nil {
+		if out == nil {
+			return n, fmt.Errorf("writing stdout: %w", err)
+		}
+		return n, out.wrap(err)
+	}
+	if f != nil {
+		return n, f.Commit()
+	}
+	return n, nil
+}
+
+// A tracePump reads a trace on a goroutine of its own, a few requests
+// ahead, so that a read blocked on its input (a FIFO without a writer, a
+// pipe from a slow producer) does not keep the verb from noticing its
+// context's end: Next returns ctx's error then. The goroutine closes the
+// stream when it ends: after the terminal error, or once ctx has ended and
+// the read it is blocked in returns.
+type tracePump struct {
+	ctx context.Context
+	s   *workload.Stream
+	ch  chan pumped
+	err error // the terminal error, once returned
+}
+
+type pumped struct {
+	r   *workload.Request
+	err error
+}
+
+// pumpBuffer is how many requests a tracePump reads ahead.
+const pumpBuffer = 64
+
+// openTrace opens a trace file or builtin:NAME (traceOpen) on the pump's
+// goroutine; ctx ending first returns ctx's error.
+func openTrace(ctx context.Context, path string, o workload.Options) (*tracePump, error) {
+	p := &tracePump{ctx: ctx, ch: make(chan pumped, pumpBuffer)}
+	opened := make(chan error, 1)
+	go func() {
+		s, err := traceOpen(path, o)
+		if err != nil {
+			opened <- err
+			return
+		}
+		p.s = s
+		opened <- nil
+		defer s.Close()
+		for {
+			r, err := s.Next()
+			select {
+			case p.ch <- pumped{r, err}:
+			case <-ctx.Done():
+				return // the verb has stopped reading
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Next returns the next request, the terminal error (io.EOF at the end)
+// or ctx's error.
+func (p *tracePump) Next() (*workload.Request, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	select {
+	case it := <-p.ch:
+		p.err = it.err
+		return it.r, it.err
+	case <-p.ctx.Done():
+		p.err = p.ctx.Err()
+		return nil, p.err
+	}
+}
+
+// Stream is the stream read; read its counts only after Next returned the
+// terminal error. The pump closes it when it ends.
+func (p *tracePump) Stream() *workload.Stream { return p.s }
+
+// synthRNG is trace synth's random source for seed.
+func synthRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x73796e7468)) }
+
+// synthWarnBytes: trace synth warns before writing more than this.
+const synthWarnBytes = 4e9
+
+// synthSample is how many sessions synthWarnSize synthesizes to measure
+// the size of one.
+const synthSample = 20
+
+// synthWarnSize warns on w when spec's sessions make more than
+// synthWarnBytes of JSONL, estimated as sessions × the mean size of the
+// first synthSample sessions synthesized alike (a session's requests carry
+// its whole conversation so far, so its size depends on the spec's turns
+// and lengths, not on how many sessions there are).
+func synthWarnSize(ctx context.Context, w io.Writer, spec *workload.Spec, seed uint64, o workload.Options) error {
+	if spec.Sessions <= synthSample {
 		return nil
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return withExitCode(2, fmt.Errorf("--out %s: is a directory (want the path of a file, or - for stdout)", path))
+	sp := *spec
+	sp.Sessions = synthSample
+	s, err := workload.NewSynthesizer(&sp, synthRNG(seed), o)
+	if err != nil {
+		return withExitCode(2, err)
+	}
+	var c countWriter
+	if _, err := traceWriteJSONL(ctx, &c, nil, s); err != nil {
+		return err
+	}
+	per := float64(c) / synthSample
+	if total := per * float64(spec.Sessions); total > synthWarnBytes {
+		fmt.Fprintf(w, "eppsim: warning: %d sessions make about %s of JSONL (%s per session, the mean of the first %d synthesized alike); interrupt to stop (a partial --out file is removed)\n",
+			spec.Sessions, formatBytes(total), formatBytes(per), synthSample)
 	}
 	return nil
 }
 
-// traceWriteJSONL streams src as OpenAI JSONL to path ("-": stdout) through
-// a temporary file renamed into place, so that an interrupted run leaves no
-// half-written output.
-func traceWriteJSONL(stdout io.Writer, path string, src workload.Source) (int, error) {
-	write := func(w io.Writer) (int, error) {
-		bw := bufio.NewWriterSize(w, 1<<20)
-		n := 0
-		for {
-			r, err := src.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return n, err
-			}
-			if err := workload.WriteOpenAI(bw, r); err != nil {
-				return n, err
-			}
-			n++
-		}
-		return n, bw.Flush()
+// countWriter counts the bytes written to it.
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
+}
+
+// formatBytes prints n bytes with a decimal unit (kB, MB, GB, TB, PB).
+func formatBytes(n float64) string {
+	units := []string{"B", "kB", "MB", "GB", "TB", "PB"}
+	i := 0
+	for n >= 1000 && i < len(units)-1 {
+		n /= 1000
+		i++
 	}
-	if path == "-" {
-		return write(stdout)
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", n)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return 0, withExitCode(2, err)
-	}
-	n, err := write(tmp)
-	if err == nil {
-		err = tmp.Chmod(0o644) // CreateTemp makes 0600 files
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return n, err
-	}
-	return n, nil
+	return fmt.Sprintf("%.1f %s", n, units[i])
 }

@@ -112,7 +112,10 @@ func tuneMain(ctx context.Context, stdout, stderr io.Writer, f *tuneFlags) error
 	}
 	if err != nil {
 		if errors.Is(err, sweep.ErrInterrupted) {
-			return withExitCode(130, err)
+			return interrupted(ctx, err)
+		}
+		if ctx.Err() != nil {
+			return interrupted(ctx, nil) // stopped before it could say where
 		}
 		if scenario.IsInputError(err) {
 			return withExitCode(2, err)
