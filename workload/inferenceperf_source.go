@@ -394,6 +394,16 @@ func poisson(rng *rand.Rand, lambda float64) int {
 	return n
 }
 
+// stages lists the config's load stages as they are written (Stream.Stages
+// applies the time scale).
+func (r *iperfReader) stages() []StagePlan {
+	out := make([]StagePlan, len(r.cfg.Load.Stages))
+	for i, st := range r.cfg.Load.Stages {
+		out[i] = StagePlan{Rate: st.Rate, Duration: float64(st.Duration), Requests: st.Requests()}
+	}
+	return out
+}
+
 func (r *iperfReader) next() (*Request, error) {
 	stages := r.cfg.Load.Stages
 	if r.stage == len(stages) {

@@ -631,3 +631,31 @@ func TestInferencePerfLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestInferencePerfStages: the stream declares the config's stages, their
+// rates and durations after --time-scale; other sources declare none.
+func TestInferencePerfStages(t *testing.T) {
+	for _, tc := range []struct {
+		scale float64
+		want  []StagePlan
+	}{
+		{1, []StagePlan{{Rate: 10, Duration: 100, Requests: 1000}, {Rate: 2, Duration: 50, Requests: 100}}},
+		{2, []StagePlan{{Rate: 5, Duration: 200, Requests: 1000}, {Rate: 1, Duration: 100, Requests: 100}}},
+	} {
+		s, err := NewSource(strings.NewReader(iperfConfig("constant", "1")), "test.yaml", opts(withFormat(Options{Seed: 1, TimeScale: tc.scale})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Stages(); !slices.Equal(got, tc.want) {
+			t.Errorf("time scale %g: stages %+v, want %+v", tc.scale, got, tc.want)
+		}
+	}
+	s, err := Open("builtin:chat", opts(Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Stages(); got != nil {
+		t.Errorf("builtin:chat declares stages %+v", got)
+	}
+}

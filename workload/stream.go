@@ -110,6 +110,37 @@ func (s *Stream) EmptyRecords() int {
 // Emitted is the number of requests returned so far.
 func (s *Stream) Emitted() int64 { return s.emitted }
 
+// StagePlan is one load stage as the traffic's source declares it: an
+// inference-perf config's load.stages entry, after --time-scale.
+type StagePlan struct {
+	// Rate is the requested rate (requests/s): the stage's rate divided by
+	// the time scale.
+	Rate float64
+	// Duration is the stage's length (s): its duration times the time
+	// scale.
+	Duration float64
+	// Requests is how many requests the stage sends, int(rate × duration)
+	// of the config.
+	Requests int
+}
+
+// Stages returns the load stages the source declares, in order (stage k
+// is Request.Stage k), or nil when it declares none: only an
+// inference-perf config does. An OpenAI JSONL trace's x_stage numbers its
+// requests' stages without saying their rates.
+func (s *Stream) Stages() []StagePlan {
+	st, ok := s.rd.(interface{ stages() []StagePlan })
+	if !ok {
+		return nil
+	}
+	plans := st.stages()
+	for i := range plans {
+		plans[i].Rate /= s.scale
+		plans[i].Duration *= s.scale
+	}
+	return plans
+}
+
 // defaultMode is each format's natural replay mode.
 func defaultMode(f Format) Mode {
 	switch f {
