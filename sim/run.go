@@ -279,6 +279,9 @@ type Result struct {
 	// HeldAtEnd counts P/D prefill legs still holding their blocks when
 	// the run ended (0 unless a decode leg never read them).
 	HeldAtEnd int
+	// Stages are the load stages that reached the EPP, in stage order:
+	// their arrivals and the scraped gauges over each (StageResult).
+	Stages []StageResult
 }
 
 // ReplicaResult is one replica's end-of-run state.
@@ -440,6 +443,7 @@ type runner struct {
 	releases      []release // pending P/D notifications
 	freeRel       []int
 	scrapes       int
+	stages        stageTracker    // the load stage of the latest arrival, and every stage's gauges
 	spareKV       [][]epp.KVEvent // delivered batches' slices, for reuse
 	next          *workload.Request
 	srcDone       bool // the source is exhausted, failed, or past a limit
@@ -647,6 +651,7 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	}
 	r.res.SimTime = r.lastEvent
 	r.res.InFlight = len(r.slotByID)
+	r.res.Stages = r.stages.results()
 	for _, fr := range r.fleet {
 		rr := ReplicaResult{Name: fr.spec.Name, Stats: fr.eng.Stats(), Evictions: fr.eng.Pool().Evictions(), Role: fr.spec.Labels[RoleLabel]}
 		if n := float64(r.scrapes); n > 0 {
@@ -871,6 +876,7 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	f := &flight{wr: wr, replica: -1, prefill: -1}
 	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Stage: wr.Stage, Arrival: now, Replica: -1,
 		PromptTokens: wr.PromptLen, OutputTokens: wr.OutputTokens, Warmup: now < r.opts.Warmup}
+	r.stages.arrive(wr.Stage, f.rec.Warmup)
 	f.er = EPPRequest(wr)
 	r.router.Identify(f.er)
 	f.rec.Objective, f.rec.Priority, f.rec.FairnessID = f.er.Objective, f.er.Priority, f.er.FairnessID
@@ -1525,12 +1531,20 @@ func (r *runner) finish(f *flight) {
 func (r *runner) scrape(now int64) {
 	r.scrapes++
 	r.observe(now)
+	st := r.stages.cur
+	if now < r.opts.Warmup {
+		st = nil
+	}
 	for _, fr := range r.fleet {
 		g := fr.eng.Gauges()
 		fr.kvSum += g.KVCacheUsagePerc
 		fr.kvPeak = max(fr.kvPeak, g.KVCacheUsagePerc)
 		fr.waitSum += float64(g.NumRequestsWaiting)
 		fr.runSum += float64(g.NumRequestsRunning)
+		if st != nil {
+			st.Waiting.Add(float64(g.NumRequestsWaiting))
+			st.KVUsage.Add(g.KVCacheUsagePerc)
+		}
 		_ = r.router.UpdateMetrics(fr.spec.Name, epp.Metrics{
 			WaitingQueueSize: g.NumRequestsWaiting, RunningRequestsSize: g.NumRequestsRunning,
 			KVCacheUsagePercent: g.KVCacheUsagePerc, CacheBlockSize: g.BlockSize, CacheNumBlocks: g.NumGPUBlocks,
