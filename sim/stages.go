@@ -34,6 +34,7 @@ type StageResult struct {
 // counts, used blocks over a replica's blocks), so it stays small.
 type GaugeDist struct {
 	index  map[float64]int // value -> position in vals
+	last   int             // position of the latest sample's value: replicas and scrapes often repeat it
 	vals   []float64
 	counts []int64
 	n      int64
@@ -47,17 +48,20 @@ func (g *GaugeDist) Add(v float64) {
 	if math.IsNaN(v) {
 		return
 	}
-	if g.index == nil {
-		g.index = map[float64]int{}
+	if g.n == 0 || g.vals[g.last] != v {
+		if g.index == nil {
+			g.index = map[float64]int{}
+		}
+		i, ok := g.index[v]
+		if !ok {
+			i = len(g.vals)
+			g.index[v] = i
+			g.vals = append(g.vals, v)
+			g.counts = append(g.counts, 0)
+		}
+		g.last = i
 	}
-	i, ok := g.index[v]
-	if !ok {
-		i = len(g.vals)
-		g.index[v] = i
-		g.vals = append(g.vals, v)
-		g.counts = append(g.counts, 0)
-	}
-	g.counts[i]++
+	g.counts[g.last]++
 	if g.n == 0 || v > g.max {
 		g.max = v
 	}
