@@ -43,6 +43,15 @@ type Aggregator struct {
 	// The rejections after warm-up by cause, for the finding of a run
 	// that measured nothing.
 	rejections []rejection
+	// Per load stage (StageSummary), over the records after warm-up:
+	// accumulators by dense index, the index by stage, the last one used,
+	// and each measured TTFT/E2E sample's dense index (nil while every
+	// sample is of index 0); the declared stages (WithStages).
+	stageAccs []*stageAcc
+	stageIdx  map[int]int32
+	lastStage int32
+	stageOf   []int32
+	plans     []StagePlan
 }
 
 // rejection counts the rejected requests after warm-up of one cause
@@ -56,7 +65,7 @@ type rejection struct {
 // NewAggregator returns an empty aggregator.
 func NewAggregator() *Aggregator {
 	return &Aggregator{reasons: map[string]int{}, perReplica: map[int][2]int64{}, routed: map[int]int{},
-		first: math.MaxInt64, offeredFirst: math.MaxInt64, offeredLast: math.MinInt64, classes: newClassAggregator()}
+		first: math.MaxInt64, offeredFirst: math.MaxInt64, offeredLast: math.MinInt64, classes: newClassAggregator(), lastStage: -1}
 }
 
 // WithClasses makes the summary break the run down by priority class and
@@ -83,6 +92,7 @@ func (a *Aggregator) Add(r *sim.Record) {
 		a.reasons[r.Reason]++
 		if !r.Warmup {
 			a.addRejection(r)
+			a.addStage(r)
 		}
 		return
 	}
@@ -92,6 +102,7 @@ func (a *Aggregator) Add(r *sim.Record) {
 	const ms = 1e6
 	a.ttft = append(a.ttft, float64(r.TTFT)/ms)
 	a.e2e = append(a.e2e, float64(r.E2E)/ms)
+	a.addStage(r)
 	a.queue = append(a.queue, float64(r.Queue)/ms)
 	if r.OutputTokens > 1 {
 		a.tpot = append(a.tpot, float64(r.E2E-r.TTFT)/ms/float64(r.OutputTokens-1))
@@ -266,6 +277,10 @@ type Summary struct {
 	// they cannot be estimated (knee.go).
 	Knee      *Knee             `json:"knee,omitempty"`
 	Intervals *LatencyIntervals `json:"latency_intervals_ms,omitempty"`
+	// Stages are the run's load stages, one entry per stage in stage
+	// order, when its traffic has more than one (StageSummary); absent
+	// otherwise.
+	Stages []StageSummary `json:"stages,omitempty"`
 
 	// rejections are the Aggregator's rejections after warm-up, most
 	// requests first (not in summary.json: the findings' explanation of
@@ -471,6 +486,7 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 	s.Cache.Offload = a.offloadSummary(res)
 	s.PD = a.pd.summary(res)
 	s.Classes = a.classes.summary()
+	s.Stages = a.stageSummaries(res)
 	for _, p := range []struct {
 		name string
 		acc  *predAcc

@@ -473,6 +473,15 @@ func (r *FeedReader) Skipped() int { return r.skipped }
 // Mode is the stream's effective replay mode (workload.Stream.Mode).
 func (r *FeedReader) Mode() workload.Mode { return r.f.src.Mode() }
 
+// Stages are the load stages the stream declares
+// (workload.Stream.Stages; nil when it declares none).
+func (r *FeedReader) Stages() []workload.StagePlan {
+	if st, ok := r.f.src.(interface{ Stages() []workload.StagePlan }); ok {
+		return st.Stages()
+	}
+	return nil
+}
+
 // SkippedErrors returns the errors of the first skipped records, up to
 // Skipped of them.
 func (r *FeedReader) SkippedErrors() []error {

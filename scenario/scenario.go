@@ -245,6 +245,13 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 	if l.FlowControl != nil {
 		agg.WithClasses()
 	}
+	if plans := rd.Stages(); len(plans) > 0 {
+		declared := make([]report.StagePlan, len(plans))
+		for i, p := range plans {
+			declared[i] = report.StagePlan{Rate: p.Rate, DurationS: p.Duration}
+		}
+		agg.WithStages(declared)
+	}
 	var stages stageRates
 	opts.OnRecord = func(r *sim.Record) {
 		agg.Add(r)
