@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"html"
 	"image/png"
+	"slices"
 	"strconv"
 )
 
@@ -71,6 +72,33 @@ func (o *Output) html(plots []renderedPlot) []byte {
 	for _, p := range plots {
 		byName[p.name] = p
 	}
+	if HasStages(runs) {
+		b.WriteString("<h2 id=\"stages\">Per-stage results</h2>\n<p class=\"note\">" + esc(stageNote) + "</p>\n")
+		for _, r := range runs {
+			header, rows := StageTable(r.Summary)
+			if header == nil {
+				continue
+			}
+			b.WriteString("<h3>" + esc(r.Name) + "</h3>\n<table class=\"stages\">\n<thead><tr>")
+			for _, h := range header {
+				b.WriteString("<th>" + esc(h) + "</th>")
+			}
+			b.WriteString("</tr></thead>\n<tbody>\n")
+			for _, row := range rows {
+				b.WriteString("<tr>")
+				for _, c := range row {
+					b.WriteString("<td>" + esc(c) + "</td>")
+				}
+				b.WriteString("</tr>\n")
+			}
+			b.WriteString("</tbody>\n</table>\n")
+		}
+		for _, name := range StagePlotNames {
+			if p, ok := byName[name]; ok {
+				writeFigure(&b, p, plotTitles[name], o.DPI)
+			}
+		}
+	}
 	b.WriteString("<h2>Hit-rate ladder</h2>\n<p>" + esc(ladderNote) + "</p>\n")
 	if p, ok := byName[PlotHitLadder]; ok {
 		writeFigure(&b, p, plotTitles[p.name], o.DPI)
@@ -133,7 +161,7 @@ func (o *Output) html(plots []renderedPlot) []byte {
 	}
 	b.WriteString("<h2>Plots</h2>\n")
 	for _, p := range plots {
-		if p.name == PlotHitLadder || p.name == PlotTTFTByClass {
+		if p.name == PlotHitLadder || p.name == PlotTTFTByClass || slices.Contains(StagePlotNames, p.name) {
 			continue
 		}
 		writeFigure(&b, p, plotTitles[p.name], o.DPI)

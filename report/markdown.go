@@ -26,6 +26,10 @@ var plotTitles = map[string]string{
 	PlotHitRatio:        "Hit ratio over time: true, routed and best replica per config",
 	PlotReplicaLoad:     "Per-replica KV usage and queue over time (heatmaps)",
 	PlotTTFTByClass:     "TTFT CDF per priority class",
+	PlotStageTTFT:       "TTFT p90 per load stage against its rate, per config",
+	PlotStageThroughput: "Output tokens/s per load stage against its rate, per config",
+	PlotStageLatency:    "TTFT mean and ITL mean per load stage against its rate, per config",
+	PlotStageLoad:       "Waiting requests and KV usage over time, stage boundaries marked",
 }
 
 // MetricsDocLink is where report.md and report.html send readers for the
@@ -102,6 +106,29 @@ func (o *Output) markdown() []byte {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n" + tableNote + "\n")
+
+	if HasStages(runs) {
+		b.WriteString("\n## Per-stage results\n\n" + stageNote + "\n")
+		for _, r := range runs {
+			header, rows := StageTable(r.Summary)
+			if header == nil {
+				continue
+			}
+			b.WriteString("\n### " + mdEscape(r.Name) + "\n\n")
+			b.WriteString("| " + strings.Join(header, " | ") + " |\n|" + strings.Repeat("---:|", len(header)) + "\n")
+			for _, row := range rows {
+				cells := make([]string, len(row))
+				for i, c := range row {
+					cells[i] = mdEscape(c)
+				}
+				b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+			}
+		}
+		for _, name := range StagePlotNames {
+			b.WriteString("\n![" + plotTitles[name] + "](" + name + ".png)\n\n")
+			b.WriteString("Files: `" + name + ".svg`, `" + name + ".png`\n")
+		}
+	}
 
 	b.WriteString("\n## Hit-rate ladder\n\n" + ladderNote + "\n\n")
 	b.WriteString("![" + plotTitles[PlotHitLadder] + "](" + PlotHitLadder + ".png)\n")
@@ -186,6 +213,14 @@ const (
 		"the first term is the index's (within one router block: granularity; beyond it: evictions the index did not see, " +
 		"or blocks it did not know), the second is the cache changing between routing and first scheduling; each request's " +
 		"error is split between its terms of the same sign in proportion to their size."
+	stageNote = "One row per load stage (an inference-perf config's load.stages entry, or OpenAI JSONL x_stage), over the " +
+		"requests after warm-up that arrived in it, wherever they ended: success = completed ÷ requests; req/s = requests ÷ " +
+		"the stage's send span (first to last arrival); output tok/s = the completed requests' output tokens ÷ the span from " +
+		"the stage's first arrival to its last completion; TTFT and E2E over its completed requests. ITL mean is eppsim's TPOT, " +
+		"(E2E − TTFT) ÷ (output − 1): the ITL of llm-d's published tables is taken over stream chunks and reads about half of " +
+		"it. Waiting and KV % are the replicas' scraped gauges over the stage's part of the run (from its first arrival to the " +
+		"next stage's), mean / p90 / max over replicas and scrapes. A stage's requests outlive it, so each row mixes the load of " +
+		"earlier stages, as the published runs do."
 	rateNote = "Per-request rates count requests, whatever their size: phantom = predicted > 0 and nothing reused; " +
 		"missed = reuse that nothing predicted (almost none when every prompt shares a first block, so these two say " +
 		"little about the token-weighted error above); over/under = predicted above/below true by more than one router block."

@@ -64,6 +64,9 @@ func (o *Output) renderPlots() ([]renderedPlot, error) {
 	if o.meta.Classes {
 		build = append(build, o.ttftByClassFigure)
 	}
+	if len(o.stagedRuns()) > 0 {
+		build = append(build, o.stageTTFTFigure, o.stageThroughputFigure, o.stageLatencyFigure, o.stageLoadFigure)
+	}
 	// Every image is drawn at once, one per core, the costliest first (the
 	// heatmaps, then the scatter): each from a figure of its own, since
 	// drawing a gonum plot writes to it. The figures are built here, one

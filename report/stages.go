@@ -283,7 +283,7 @@ func StageTable(s *Summary) (header []string, rows [][]string) {
 		}
 		row = append(row, strconv.Itoa(st.Requests), success, fn(st.RequestsPerS, 3), fn(st.OutputTokensPerS, 1),
 			fn(msToS(st.TTFT.Mean), 3), fn(msToS(st.TTFT.P50), 3), fn(msToS(st.TTFT.P90), 3), fn(st.ITLMean, 2),
-			fn(msToS(st.E2E.Mean), 3), fn(msToS(st.E2E.P90), 3), gaugeCell(st.Waiting, 1, 0, 1), gaugeCell(st.KVUsage, 1, 1, 100))
+			fn(msToS(st.E2E.Mean), 3), fn(msToS(st.E2E.P90), 3), gaugeCell(st.Waiting, 2, 0, 1), gaugeCell(st.KVUsage, 1, 1, 100))
 		rows = append(rows, row)
 	}
 	return header, rows

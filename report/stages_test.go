@@ -36,18 +36,7 @@ func stagedRun(t *testing.T) *Summary {
 	t.Helper()
 	a := NewAggregator()
 	a.WithStages([]StagePlan{{Rate: 2, DurationS: 10}, {Rate: 4, DurationS: 5}, {Rate: 8, DurationS: 5}})
-	rejected := sim.Record{ID: 2, Stage: 0, Arrival: 5 * sec, Replica: -1, Outcome: sim.Rejected, Reason: "too long"}
-	warm := stagedRecord(9, 0, 0.5, 10, 20, 5)
-	warm.Warmup = true
-	recs := []sim.Record{
-		warm,
-		stagedRecord(0, 0, 1, 100, 1100, 11),
-		stagedRecord(4, 1, 20, 50, 550, 6),
-		stagedRecord(1, 0, 3, 300, 2300, 21),
-		rejected,
-		stagedRecord(5, 1, 21, 150, 650, 11),
-		stagedRecord(3, 0, 9, 200, 4200, 1),
-	}
+	recs := stagedRecords()
 	for i := range recs {
 		a.Add(&recs[i])
 	}
@@ -62,6 +51,22 @@ func stagedRun(t *testing.T) *Summary {
 		res.Stages[0].KVUsage.Add(kv)
 	}
 	return a.Summary(res)
+}
+
+// stagedRecords are stagedRun's records in completion order.
+func stagedRecords() []sim.Record {
+	rejected := sim.Record{ID: 2, Stage: 0, Arrival: 5 * sec, Replica: -1, Outcome: sim.Rejected, Reason: "too long"}
+	warm := stagedRecord(9, 0, 0.5, 10, 20, 5)
+	warm.Warmup = true
+	return []sim.Record{
+		warm,
+		stagedRecord(0, 0, 1, 100, 1100, 11),
+		stagedRecord(4, 1, 20, 50, 550, 6),
+		stagedRecord(1, 0, 3, 300, 2300, 21),
+		rejected,
+		stagedRecord(5, 1, 21, 150, 650, 11),
+		stagedRecord(3, 0, 9, 200, 4200, 1),
+	}
 }
 
 func near(a Num, b float64) bool {
@@ -184,7 +189,7 @@ func TestStageTable(t *testing.T) {
 		t.Errorf("header %q", header)
 	}
 	want := [][]string{
-		{"0", "2", "4", "75.00%", "0.500", "2.7", "0.200", "0.200", "0.300", "100.00", "2.533", "4.200", "1.2 / 3 / 5", "34.0 / 50.0 / 90.0"},
+		{"0", "2", "4", "75.00%", "0.500", "2.7", "0.200", "0.200", "0.300", "100.00", "2.533", "4.200", "1.20 / 3 / 5", "34.0 / 50.0 / 90.0"},
 		{"1", "4", "3", "66.67%", "3.000", "10.3", "0.100", "0.050", "0.150", "75.00", "0.600", "0.650", "n/a", "n/a"},
 		{"2", "8", "0", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a"},
 	}
@@ -206,5 +211,75 @@ func TestStageTable(t *testing.T) {
 	}
 	if h, r := StageTable(&Summary{}); h != nil || r != nil {
 		t.Errorf("a run without stages has a table: %q %q", h, r)
+	}
+}
+
+// TestOutputStages: with stages, report.md and report.html gain the
+// per-stage section (each config's table and the four plots), summary.json
+// the stages, and the four plots are written; the files of a run without
+// stages are listed in TestOutputWritesEveryFile.
+func TestOutputStages(t *testing.T) {
+	dir := t.TempDir()
+	o, err := NewOutput(dir, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DPI = 40
+	for _, name := range []string{"a", "b"} {
+		o.StartRun(name, "r0")
+		recs := stagedRecords()
+		for i := range recs {
+			o.AddRecord(&recs[i])
+		}
+		for k := range 30 {
+			o.AddSample(&sim.Sample{Time: int64(k) * sec, Replica: 0, Waiting: k % 3, KVUsage: float64(k) / 40})
+		}
+		o.EndRun(stagedRun(t), []string{"r0"})
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := listDir(t, dir)
+	for _, name := range StagePlotNames {
+		for _, ext := range []string{".png", ".svg"} {
+			if !slices.Contains(files, name+ext) {
+				t.Errorf("%s%s not written: %v", name, ext, files)
+			}
+		}
+	}
+	md := readFile(t, dir+"/"+MarkdownFile)
+	for _, want := range []string{
+		"## Per-stage results", "### a\n", "### b\n",
+		"| stage | rate (req/s) | requests | success | req/s | output tok/s |",
+		"| 0 | 2 | 4 | 75.00% | 0.500 | 2.7 | 0.200 | 0.200 | 0.300 | 100.00 | 2.533 | 4.200 | 1.20 / 3 / 5 | 34.0 / 50.0 / 90.0 |",
+		"![" + plotTitles[PlotStageTTFT] + "](stage_ttft_p90.png)", "Files: `stage_load.svg`, `stage_load.png`",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if i, j := strings.Index(md, "## Per-stage results"), strings.Index(md, "## Hit-rate ladder"); i < 0 || j < i {
+		t.Errorf("the per-stage section is not between the headline table and the ladder")
+	}
+	html := readFile(t, dir+"/"+HTMLFile)
+	for _, want := range []string{"<h2 id=\"stages\">Per-stage results</h2>", "<h3>a</h3>", "<td>75.00%</td>", "<figure id=\"stage_latency\">"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	// Each stage plot is shown once, in the per-stage section.
+	if n := strings.Count(html, "<figure id=\"stage_load\">"); n != 1 {
+		t.Errorf("stage_load shown %d times", n)
+	}
+	var doc struct {
+		Runs map[string]struct {
+			Stages []StageSummary `json:"stages"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, dir+"/"+SummaryFile)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if st := doc.Runs["b"].Stages; len(st) != 3 || st[1].Requests != 3 || st[2].SuccessRate.Defined() {
+		t.Errorf("summary.json stages %+v", st)
 	}
 }
