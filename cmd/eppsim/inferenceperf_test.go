@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,5 +131,65 @@ func TestRunInferencePerf(t *testing.T) {
 		if _, _, err := runCLI(t, args...); err == nil || exitCode(err) != 2 {
 			t.Errorf("%v: err %v (exit %d), want exit 2", args, err, exitCode(err))
 		}
+	}
+}
+
+// TestRunInferencePerfStages: a ladder of two stages prints a per-stage
+// table per config (one row per stage, its rate and requests as the config
+// says) and --out writes the stage plots; traffic of one stage prints none.
+func TestRunInferencePerfStages(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "ladder.yaml")
+	ladder := `load:
+  type: constant
+  stages: [{rate: 2, duration: 10}, {rate: 6, duration: 5}]
+data:
+  type: shared_prefix
+  shared_prefix: {num_groups: 2, num_prompts_per_group: 2, system_prompt_len: 500, question_len: 50, output_len: 20}
+`
+	if err := os.WriteFile(profile, []byte(ladder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	stdout, _, err := runCLI(t, "run", "--trace", workload.InferencePerfPrefix+profile, "--replicas", "2",
+		"--epp-config", "default", "--epp-config", "round-robin", "--out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(stdout, "\nPer load stage, over the requests that arrived in it")
+	if !ok {
+		t.Fatalf("no per-stage table:\n%s", stdout)
+	}
+	table, _, _ = strings.Cut(table, "\nWhat this run shows")
+	for _, config := range []string{"\ndefault\n", "\nround-robin\n"} {
+		_, rest, ok := strings.Cut(table, config)
+		if !ok {
+			t.Fatalf("no table for %q:\n%s", config, table)
+		}
+		lines := strings.Split(strings.TrimSpace(rest), "\n")
+		if len(lines) < 3 || !strings.HasPrefix(strings.TrimSpace(lines[0]), "stage  rate (req/s)  requests  success") {
+			t.Fatalf("%s table:\n%s", config, rest)
+		}
+		for k, want := range [][]string{{"0", "2", "20", "100.00%"}, {"1", "6", "30", "100.00%"}} {
+			if f := strings.Fields(lines[1+k]); len(f) < 4 || !slices.Equal(f[:4], want) {
+				t.Errorf("%s stage %d: %q, want it to start %q", config, k, lines[1+k], want)
+			}
+		}
+	}
+	for _, name := range []string{"stage_ttft_p90.png", "stage_throughput.svg", "stage_latency.png", "stage_load.png"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	one := strings.Replace(ladder, ", {rate: 6, duration: 5}", "", 1)
+	if err := os.WriteFile(profile, []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err = runCLI(t, "run", "--trace", workload.InferencePerfPrefix+profile, "--replicas", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout, "Per load stage") {
+		t.Errorf("one stage printed a per-stage table:\n%s", stdout)
 	}
 }

@@ -351,6 +351,7 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	printStages(w, named)
 	var notes []string
 	// An estimate shared by several configs is printed once, with their
 	// names.
@@ -398,6 +399,27 @@ func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
 		speed = append(speed, fmt.Sprintf("%s %.2f s (%.0f requests/s)", r.name, r.summary.Sim.WallSeconds, r.summary.Sim.RequestsPerWallS))
 	}
 	fmt.Fprintf(w, "simulator wall-clock time: %s\n", strings.Join(speed, ", "))
+}
+
+// printStages prints each config's per-stage table (report.StageTable)
+// when the traffic has more than one load stage.
+func printStages(w io.Writer, runs []report.NamedSummary) {
+	if !report.HasStages(runs) {
+		return
+	}
+	fmt.Fprintln(w, "\nPer load stage, over the requests that arrived in it (docs/metrics.md, stages):")
+	for _, r := range runs {
+		header, rows := report.StageTable(r.Summary)
+		if header == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s\n", r.Name)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, row := range append([][]string{header}, rows...) {
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+		tw.Flush()
+	}
 }
 
 // isTerminal reports whether w is a character device (a terminal).
