@@ -359,7 +359,7 @@ func MetricUnit(path string) string {
 		return "blocks"
 	case strings.Contains(path, ".by_tier.") && strings.HasSuffix(leaf, "_tokens"):
 		return "tokens"
-	case leaf == "requests_per_s" || leaf == "requests_per_wall_s":
+	case strings.HasSuffix(leaf, "requests_per_s") || leaf == "requests_per_wall_s":
 		return "req/s"
 	case strings.HasSuffix(leaf, "tokens_per_s"):
 		return "tokens/s"
@@ -373,6 +373,8 @@ func MetricUnit(path string) string {
 		return "share"
 	case leaf == "load_imbalance":
 		return "max/mean"
+	case leaf == "utilization" || leaf == "busiest_utilization":
+		return "offered/sustainable"
 	case strings.Contains(path, "_by_cause."):
 		return "share"
 	case strings.HasPrefix(path, "requests.") || strings.HasPrefix(path, "routing.requests_per_replica.") ||
