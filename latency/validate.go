@@ -25,6 +25,7 @@ import (
 // Output files of Validate's report.
 const (
 	CSVFile      = "latency.csv"
+	OOSFile      = "latency_out_of_sample.csv"
 	MarkdownFile = "latency.md"
 	PlotName     = "predicted_vs_actual"
 )
@@ -315,6 +316,43 @@ func (r *Report) CSV() []byte {
 		}
 		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csvField(row.Experiment), row.Scope, row.Metric, num(row.Predicted), num(row.Actual), num(row.APE),
 			num(lo), num(hi), regime, measured, num(util), binding)
+	}
+	return b.Bytes()
+}
+
+// OOSHeader is latency_out_of_sample.csv's header line: each protocol's
+// prediction of every held-out run, scope and metric, by the refit
+// without it (the fold names what it held out).
+const OOSHeader = "protocol,fold,experiment,scope,metric,predicted,actual,ape_pct,regime"
+
+// OutOfSampleCSV renders latency_out_of_sample.csv (its header alone when
+// the calibration records no folds).
+func (r *Report) OutOfSampleCSV() []byte {
+	var b bytes.Buffer
+	b.WriteString(OOSHeader + "\n")
+	num := func(v float64) string {
+		if math.IsNaN(v) {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'f', 4, 64)
+	}
+	for _, pr := range r.OutOfSample {
+		fold := map[string]string{}
+		for _, f := range r.Calibration.Folds {
+			if f.Protocol == pr.Protocol.Name {
+				for _, id := range f.Runs {
+					fold[id] = f.HeldOut
+				}
+			}
+		}
+		regime := map[string]string{}
+		for _, res := range pr.Results {
+			regime[res.Experiment.ID] = regimeName(res.PredictedOverloaded())
+		}
+		for _, row := range pr.Rows {
+			fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s\n", pr.Protocol.Name, csvField(fold[row.Experiment]), csvField(row.Experiment), row.Scope, row.Metric,
+				num(row.Predicted), num(row.Actual), num(row.APE), regime[row.Experiment])
+		}
 	}
 	return b.Bytes()
 }
@@ -614,7 +652,7 @@ func (r *Report) Markdown() []byte {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "\nFiles: `%s` (every scope and metric), `%s.svg`, `%s.png`.\n", CSVFile, PlotName, PlotName)
+	fmt.Fprintf(&b, "\nFiles: `%s` (every scope and metric), `%s` (each protocol's held-out predictions), `%s.svg`, `%s.png`.\n", CSVFile, OOSFile, PlotName, PlotName)
 	return b.Bytes()
 }
 
@@ -636,7 +674,7 @@ func (r *Report) WriteDir(dir string, dpi int) error {
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{CSVFile, r.CSV()}, {MarkdownFile, r.Markdown()}} {
+	}{{CSVFile, r.CSV()}, {OOSFile, r.OutOfSampleCSV()}, {MarkdownFile, r.Markdown()}} {
 		if err := report.WriteFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
 			return err
 		}

@@ -158,7 +158,7 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	printKnee(w, rep)
 	printOthers(w, rep)
 	printOverloaded(w, rep)
-	fmt.Fprintf(w, "\nwrote %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.MarkdownFile, latency.PlotName, f.out)
+	fmt.Fprintf(w, "\nwrote %s, %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.OOSFile, latency.MarkdownFile, latency.PlotName, f.out)
 	return nil
 }
 
