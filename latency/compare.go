@@ -3,6 +3,7 @@ package latency
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/eppsim/eppsim/replica"
@@ -66,6 +67,24 @@ func MAPE(rows []Row, metric string, keep func(id string) bool) (float64, int) {
 		return math.NaN(), 0
 	}
 	return s / float64(n), n
+}
+
+// MedianAPE is the median APE of metric over the summary rows of the
+// runs keep selects (nil: all), and the number of runs: unlike the MAPE it
+// is not carried by one run on the wrong side of its knee.
+func MedianAPE(rows []Row, metric string, keep func(id string) bool) (float64, int) {
+	var v []float64
+	for _, r := range rows {
+		if r.Scope != "summary" || r.Metric != metric || math.IsNaN(r.APE) || (keep != nil && !keep(r.Experiment)) {
+			continue
+		}
+		v = append(v, r.APE)
+	}
+	if len(v) == 0 {
+		return math.NaN(), 0
+	}
+	slices.Sort(v)
+	return percentile(v, 50), len(v)
 }
 
 // SimulateAll predicts every experiment with calibration c, workers at a

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -69,6 +70,15 @@ func TestParseErrors(t *testing.T) {
 // TestValidateMiniFile simulates a small file end to end and checks the
 // report's structure: every scope and metric in the CSV, empty actual
 // cells without a measurement, the APE arithmetic, the Markdown tables.
+func parseF(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return v
+}
+
 func TestValidateMiniFile(t *testing.T) {
 	f, err := Parse([]byte(miniFile), "mini.json")
 	if err != nil {
@@ -101,16 +111,23 @@ func TestValidateMiniFile(t *testing.T) {
 	if !strings.HasPrefix(csv, CSVHeader+"\n") || !strings.Contains(csv, "\nllama-unmeasured,summary,e2e_mean,") {
 		t.Errorf("csv:\n%s", csv)
 	}
-	// An unmeasured run: no actual, APE, interval (the shipped calibration
-	// records none for a run outside it) or measured regime, but its
-	// predicted regime, utilization and binding limit.
+	// An unmeasured run: no actual, APE or measured regime, but its
+	// predicted regime, utilization and binding limit, and the interval of
+	// the calibration's recorded factors (a run outside the calibration's
+	// folds takes them as they are).
+	iv := replica.DefaultCalibration().Intervals
 	for _, line := range strings.Split(csv, "\n") {
 		if !strings.HasPrefix(line, "llama-unmeasured,summary,") {
 			continue
 		}
 		f := strings.Split(line, ",")
-		if len(f) != 12 || f[4] != "" || f[5] != "" || f[6] != "" || f[7] != "" || f[8] != "sustained" || f[9] != "" || f[10] == "" || f[11] != "max_num_seqs" {
+		if len(f) != 12 || f[4] != "" || f[5] != "" || f[8] != "sustained" || f[9] != "" || f[10] == "" || f[11] != "max_num_seqs" {
 			t.Errorf("unmeasured row %q", line)
+			continue
+		}
+		p, lo, hi := parseF(t, f[3]), parseF(t, f[6]), parseF(t, f[7])
+		if factor := iv[f[2]]; math.Abs(lo-p*factor.Low) > 1e-3 || math.Abs(hi-p*factor.High) > 1e-3 {
+			t.Errorf("unmeasured row %q: interval %v–%v, want %v × [%v, %v]", line, lo, hi, p, factor.Low, factor.High)
 		}
 	}
 	md := string(rep.Markdown())

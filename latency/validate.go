@@ -232,24 +232,40 @@ func OutOfSample(ctx context.Context, f *File, c replica.Calibration, o Options,
 func (r *Report) ProtocolMAPEs() []LabelledMAPE {
 	var out []LabelledMAPE
 	for _, pr := range r.OutOfSample {
-		m := map[string]float64{}
+		m, med := map[string]float64{}, map[string]float64{}
 		n := 0
 		for _, name := range Metrics {
 			if v, k := MAPE(pr.Rows, name, nil); k > 0 {
 				m[name] = v
 				n = max(n, k)
 			}
+			if v, k := MedianAPE(pr.Rows, name, nil); k > 0 {
+				med[name] = v
+			}
 		}
-		out = append(out, LabelledMAPE{Label: pr.Protocol.Label, Runs: n, MAPE: m})
+		out = append(out, LabelledMAPE{Label: pr.Protocol.Label, Runs: n, MAPE: m, Median: med})
 	}
 	return out
 }
 
-// LabelledMAPE is one row of whole-run MAPE per metric over Runs runs.
+// LabelledMAPE is one row of whole-run MAPE per metric over Runs runs,
+// with the median APE beside it.
 type LabelledMAPE struct {
-	Label string
-	Runs  int
-	MAPE  map[string]float64
+	Label        string
+	Runs         int
+	MAPE, Median map[string]float64
+}
+
+// Medians is the in-sample median APE per metric over the measured runs
+// that are not overloaded.
+func (r *Report) Medians() map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range Metrics {
+		if v, n := MedianAPE(r.Rows, m, r.normal); n > 0 {
+			out[m] = v
+		}
+	}
+	return out
 }
 
 // protocolRows returns the rows of the named protocol (nil: none).
@@ -536,6 +552,29 @@ func (r *Report) Markdown() []byte {
 	row("all measured runs, in sample", r.Rows, r.normal)
 	for _, pr := range r.OutOfSample {
 		row(fmt.Sprintf("%s (%d refits)", pr.Protocol.Label, pr.Folds), pr.Rows, nil)
+	}
+	if len(r.OutOfSample) > 0 {
+		b.WriteString("\nThe median APE, which one run on the wrong side of its knee does not carry:\n\n| runs | n |")
+		for _, m := range Metrics {
+			fmt.Fprintf(&b, " %s |", m)
+		}
+		b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(Metrics)) + "\n")
+		med := func(label string, rows []Row, keep func(string) bool) {
+			n := 0
+			cells := ""
+			for _, m := range Metrics {
+				v, k := MedianAPE(rows, m, keep)
+				n = max(n, k)
+				cells += " " + pct(v, k > 0) + " |"
+			}
+			if n > 0 {
+				fmt.Fprintf(&b, "| %s | %d |%s\n", label, n, cells)
+			}
+		}
+		med("in sample", r.Rows, r.normal)
+		for _, pr := range r.OutOfSample {
+			med(pr.Protocol.Label, pr.Rows, nil)
+		}
 	}
 	var gpus []string
 	for _, res := range r.Results {

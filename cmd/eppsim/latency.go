@@ -154,7 +154,8 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
-	printMAPE(w, append([]mapeRow{{"eppsim, in sample", rep.MAPEs()}}, protocolRows(rep)...)...)
+	printMAPE(w, "MAPE", append([]mapeRow{{"eppsim, in sample", rep.MAPEs()}}, protocolRows(rep)...)...)
+	printMedians(w, rep)
 	printKnee(w, rep)
 	printOthers(w, rep)
 	printOverloaded(w, rep)
@@ -169,9 +170,9 @@ type mapeRow struct {
 }
 
 // printMAPE prints rows of whole-run MAPE per metric as one table.
-func printMAPE(w io.Writer, rows ...mapeRow) {
+func printMAPE(w io.Writer, title string, rows ...mapeRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "MAPE\t")
+	fmt.Fprint(tw, title+"\t")
 	for _, name := range latency.Metrics {
 		fmt.Fprintf(tw, "%s\t", name)
 	}
@@ -214,6 +215,21 @@ func printKnee(w io.Writer, rep *latency.Report) {
 			fmt.Fprintf(w, "  wrong side (%s): %s\n", g.Label, id)
 		}
 	}
+}
+
+// printMedians prints the median APE beside the MAPE when the report has
+// out-of-sample rows: one run on the wrong side of its knee carries a MAPE
+// but not a median.
+func printMedians(w io.Writer, rep *latency.Report) {
+	if len(rep.OutOfSample) == 0 {
+		return
+	}
+	rows := []mapeRow{{"in sample", rep.Medians()}}
+	for _, p := range rep.ProtocolMAPEs() {
+		rows = append(rows, mapeRow{p.Label, p.Median})
+	}
+	fmt.Fprintln(w)
+	printMAPE(w, "median APE", rows...)
 }
 
 // protocolRows are the report's out-of-sample rows, one per protocol.
@@ -493,7 +509,8 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		fmt.Fprintf(w, "metric weights chosen by inner cross-validation: candidate %d of %d (scores %v)\n", res.Selection.Chosen+1, len(res.Selection.Candidates), res.Selection.Scores)
 	}
 	fmt.Fprintln(w)
-	printMAPE(w, rows...)
+	printMAPE(w, "MAPE", rows...)
+	printMedians(w, rep)
 	printKnee(w, rep)
 	printOthers(w, rep)
 	printOverloaded(w, rep)
