@@ -551,7 +551,19 @@ func (r *Report) Markdown() []byte {
 	}
 	row("all measured runs, in sample", r.Rows, r.normal)
 	for _, pr := range r.OutOfSample {
-		row(fmt.Sprintf("%s (%d refits)", pr.Protocol.Label, pr.Folds), pr.Rows, nil)
+		row(fmt.Sprintf("%s (%d %s)", pr.Protocol.Label, pr.Folds, map[bool]string{true: "refit", false: "refits"}[pr.Folds == 1]), pr.Rows, nil)
+	}
+	var gpus []string
+	for _, res := range r.Results {
+		if g := gpuOf(res.Experiment); !slices.Contains(gpus, g) {
+			gpus = append(gpus, g)
+		}
+	}
+	slices.Sort(gpus)
+	for _, g := range gpus {
+		row("GPU "+g, r.Rows, func(id string) bool {
+			return r.normal(id) && slices.ContainsFunc(r.Results, func(res *Result) bool { return res.Experiment.ID == id && gpuOf(res.Experiment) == g })
+		})
 	}
 	if len(r.OutOfSample) > 0 {
 		b.WriteString("\nThe median APE, which one run on the wrong side of its knee does not carry:\n\n| runs | n |")
@@ -575,18 +587,6 @@ func (r *Report) Markdown() []byte {
 		for _, pr := range r.OutOfSample {
 			med(pr.Protocol.Label, pr.Rows, nil)
 		}
-	}
-	var gpus []string
-	for _, res := range r.Results {
-		if g := gpuOf(res.Experiment); !slices.Contains(gpus, g) {
-			gpus = append(gpus, g)
-		}
-	}
-	slices.Sort(gpus)
-	for _, g := range gpus {
-		row("GPU "+g, r.Rows, func(id string) bool {
-			return r.normal(id) && slices.ContainsFunc(r.Results, func(res *Result) bool { return res.Experiment.ID == id && gpuOf(res.Experiment) == g })
-		})
 	}
 
 	if rc := r.Regimes(); len(rc) > 0 {
