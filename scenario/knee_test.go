@@ -54,8 +54,30 @@ func TestRunKnee(t *testing.T) {
 	if want := s.OfferedLoad.RequestsPerS.Float() * share / one.MaxRate; math.Abs(k.BusiestUtilization.Float()-want) > 1e-12 || k.Binding != one.Binding {
 		t.Errorf("busiest %v bound by %s, want %v by %s", k.BusiestUtilization, k.Binding, want, one.Binding)
 	}
-	if k.NearKnee || s.Intervals != nil {
-		t.Errorf("near knee %v, intervals %+v: the shipped calibration records no factors", k.NearKnee, s.Intervals)
+	// Far below the knee: the intervals are the calibration's factors
+	// alone (TTFT p99 takes ttft_p99's, TPOT p50 itl_mean's).
+	if k.NearKnee {
+		t.Errorf("near knee at utilization %v", k.BusiestUtilization)
+	}
+	f := p.Calibration.Intervals
+	iv := s.Intervals
+	if iv == nil || len(iv.Scales) != 0 {
+		t.Fatalf("intervals %+v", iv)
+	}
+	for _, tc := range []struct {
+		name   string
+		got    [2]report.Num
+		v      report.Num
+		metric string
+	}{
+		{"TTFT p99", iv.TTFTP99, s.Latency.TTFT.P99, "ttft_p99"},
+		{"TPOT p50", iv.TPOTP50, s.Latency.TPOT.P50, "itl_mean"},
+		{"E2E p99", iv.E2EP99, s.Latency.E2E.P99, "e2e_p99"},
+	} {
+		want := [2]float64{tc.v.Float() * f[tc.metric].Low, tc.v.Float() * f[tc.metric].High}
+		if math.Abs(tc.got[0].Float()-want[0]) > 1e-9*want[0] || math.Abs(tc.got[1].Float()-want[1]) > 1e-9*want[1] {
+			t.Errorf("%s interval %v, want %v", tc.name, tc.got, want)
+		}
 	}
 }
 
