@@ -79,19 +79,8 @@ func (o *Output) html(plots []renderedPlot) []byte {
 			if header == nil {
 				continue
 			}
-			b.WriteString("<h3>" + esc(r.Name) + "</h3>\n<table class=\"stages\">\n<thead><tr>")
-			for _, h := range header {
-				b.WriteString("<th>" + esc(h) + "</th>")
-			}
-			b.WriteString("</tr></thead>\n<tbody>\n")
-			for _, row := range rows {
-				b.WriteString("<tr>")
-				for _, c := range row {
-					b.WriteString("<td>" + esc(c) + "</td>")
-				}
-				b.WriteString("</tr>\n")
-			}
-			b.WriteString("</tbody>\n</table>\n")
+			b.WriteString("<h3>" + esc(r.Name) + "</h3>\n")
+			writeGridTable(&b, ` class="stages"`, header, rows)
 		}
 		for _, name := range StagePlotNames {
 			if p, ok := byName[name]; ok {
@@ -113,19 +102,8 @@ func (o *Output) html(plots []renderedPlot) []byte {
 	}
 
 	if header, rows := classTable(runs); len(rows) > 0 {
-		b.WriteString("<h2>Priority classes</h2>\n<p>" + esc(classNote) + "</p>\n<table>\n<thead><tr>")
-		for _, h := range header {
-			b.WriteString("<th>" + esc(h) + "</th>")
-		}
-		b.WriteString("</tr></thead>\n<tbody>\n")
-		for _, row := range rows {
-			b.WriteString("<tr>")
-			for _, c := range row {
-				b.WriteString("<td>" + esc(c) + "</td>")
-			}
-			b.WriteString("</tr>\n")
-		}
-		b.WriteString("</tbody>\n</table>\n")
+		b.WriteString("<h2>Priority classes</h2>\n<p>" + esc(classNote) + "</p>\n")
+		writeGridTable(&b, "", header, rows)
 		if p, ok := byName[PlotTTFTByClass]; ok {
 			writeFigure(&b, p, plotTitles[p.name], o.DPI)
 		}
@@ -181,6 +159,25 @@ func writeHTMLTable(b *bytes.Buffer, corner string, cols []causeColumn, rows []R
 	for _, row := range rows {
 		b.WriteString("<tr><td>" + esc(row.Label) + "</td>")
 		for _, c := range row.Cells {
+			b.WriteString("<td>" + esc(c) + "</td>")
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</tbody>\n</table>\n")
+}
+
+// writeGridTable writes a table of a header row and string cells; attrs
+// are the table element's attributes (with a leading space), if any.
+func writeGridTable(b *bytes.Buffer, attrs string, header []string, rows [][]string) {
+	esc := html.EscapeString
+	b.WriteString("<table" + attrs + ">\n<thead><tr>")
+	for _, h := range header {
+		b.WriteString("<th>" + esc(h) + "</th>")
+	}
+	b.WriteString("</tr></thead>\n<tbody>\n")
+	for _, row := range rows {
+		b.WriteString("<tr>")
+		for _, c := range row {
 			b.WriteString("<td>" + esc(c) + "</td>")
 		}
 		b.WriteString("</tr>\n")

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,13 +68,7 @@ func TestInterruptedWhileReading(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer w.Close()
-				var b bytes.Buffer
-				for i := range 2000 {
-					fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 600, "output_length": 30, "hash_ids": [%d, %d]}`+"\n", i, i%5, 100+i)
-				}
-				if _, err := w.Write(b.Bytes()); err != nil {
-					t.Fatal(err)
-				}
+				writeMooncakeLines(t, w, 2000)
 			}
 			if tc.wait {
 				waitForFiles(t, out, 10*time.Second)

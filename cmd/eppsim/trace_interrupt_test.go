@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,13 +63,7 @@ func TestTraceConvertInterrupted(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			var b bytes.Buffer
-			for i := range 2000 {
-				fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 600, "output_length": 30, "hash_ids": [%d, %d]}`+"\n", i, i%5, 100+i)
-			}
-			if _, err := w.Write(b.Bytes()); err != nil {
-				t.Fatal(err)
-			}
+			writeMooncakeLines(t, w, 2000)
 			waitForFiles(t, out, 10*time.Second)
 			time.Sleep(200 * time.Millisecond) // convert has caught up with the writer
 			if err := cmd.Process.Signal(sig); err != nil {
@@ -125,5 +120,18 @@ func TestFormatBytes(t *testing.T) {
 		if got := formatBytes(n); got != want {
 			t.Errorf("formatBytes(%g) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// writeMooncakeLines writes n Mooncake trace lines to w (600-token prompts
+// of 5 shared prefixes, 30-token outputs, one a second).
+func writeMooncakeLines(t *testing.T, w io.Writer, n int) {
+	t.Helper()
+	var b bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 600, "output_length": 30, "hash_ids": [%d, %d]}`+"\n", i, i%5, 100+i)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		t.Fatal(err)
 	}
 }
