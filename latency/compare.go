@@ -54,37 +54,39 @@ func ape(pred, actual float64) float64 {
 // MAPE is the mean APE of metric over the summary (whole-run) rows of the
 // runs keep selects (nil: all), and the number of runs it averages.
 func MAPE(rows []Row, metric string, keep func(id string) bool) (float64, int) {
-	var s float64
-	n := 0
-	for _, r := range rows {
-		if r.Scope != "summary" || r.Metric != metric || math.IsNaN(r.APE) || (keep != nil && !keep(r.Experiment)) {
-			continue
-		}
-		s += r.APE
-		n++
-	}
-	if n == 0 {
+	v := wholeRunAPEs(rows, metric, keep)
+	if len(v) == 0 {
 		return math.NaN(), 0
 	}
-	return s / float64(n), n
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v)), len(v)
 }
 
 // MedianAPE is the median APE of metric over the summary rows of the
 // runs keep selects (nil: all), and the number of runs: unlike the MAPE it
 // is not carried by one run on the wrong side of its knee.
 func MedianAPE(rows []Row, metric string, keep func(id string) bool) (float64, int) {
-	var v []float64
-	for _, r := range rows {
-		if r.Scope != "summary" || r.Metric != metric || math.IsNaN(r.APE) || (keep != nil && !keep(r.Experiment)) {
-			continue
-		}
-		v = append(v, r.APE)
-	}
+	v := wholeRunAPEs(rows, metric, keep)
 	if len(v) == 0 {
 		return math.NaN(), 0
 	}
 	slices.Sort(v)
 	return percentile(v, 50), len(v)
+}
+
+// wholeRunAPEs are the APEs of metric over the summary rows of the runs
+// keep selects (nil: all), where measured.
+func wholeRunAPEs(rows []Row, metric string, keep func(id string) bool) []float64 {
+	var v []float64
+	for _, r := range rows {
+		if r.Scope == "summary" && r.Metric == metric && !math.IsNaN(r.APE) && (keep == nil || keep(r.Experiment)) {
+			v = append(v, r.APE)
+		}
+	}
+	return v
 }
 
 // SimulateAll predicts every experiment with calibration c, workers at a

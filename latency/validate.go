@@ -532,16 +532,20 @@ func (r *Report) Markdown() []byte {
 		"itl_mean is (E2E mean − TTFT mean) / (output_len − 1) on both sides. Overloaded runs are checked apart (below). " +
 		"Metrics are defined in docs/latency.md.\n\n")
 
-	b.WriteString("## eppsim, whole-run MAPE\n\n| runs | n |")
-	for _, m := range Metrics {
-		fmt.Fprintf(&b, " %s |", m)
+	header := func() {
+		b.WriteString("| runs | n |")
+		for _, m := range Metrics {
+			fmt.Fprintf(&b, " %s |", m)
+		}
+		b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(Metrics)) + "\n")
 	}
-	b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(Metrics)) + "\n")
-	row := func(label string, rows []Row, keep func(string) bool) {
+	// row writes one line of stat (MAPE or MedianAPE) per metric over the
+	// rows keep selects, when there is any.
+	row := func(stat func([]Row, string, func(string) bool) (float64, int), label string, rows []Row, keep func(string) bool) {
 		n := 0
 		cells := ""
 		for _, m := range Metrics {
-			v, k := MAPE(rows, m, keep)
+			v, k := stat(rows, m, keep)
 			n = max(n, k)
 			cells += " " + pct(v, k > 0) + " |"
 		}
@@ -549,9 +553,11 @@ func (r *Report) Markdown() []byte {
 			fmt.Fprintf(&b, "| %s | %d |%s\n", label, n, cells)
 		}
 	}
-	row("all measured runs, in sample", r.Rows, r.normal)
+	b.WriteString("## eppsim, whole-run MAPE\n\n")
+	header()
+	row(MAPE, "all measured runs, in sample", r.Rows, r.normal)
 	for _, pr := range r.OutOfSample {
-		row(fmt.Sprintf("%s (%d %s)", pr.Protocol.Label, pr.Folds, map[bool]string{true: "refit", false: "refits"}[pr.Folds == 1]), pr.Rows, nil)
+		row(MAPE, fmt.Sprintf("%s (%d %s)", pr.Protocol.Label, pr.Folds, map[bool]string{true: "refit", false: "refits"}[pr.Folds == 1]), pr.Rows, nil)
 	}
 	var gpus []string
 	for _, res := range r.Results {
@@ -561,31 +567,16 @@ func (r *Report) Markdown() []byte {
 	}
 	slices.Sort(gpus)
 	for _, g := range gpus {
-		row("GPU "+g, r.Rows, func(id string) bool {
+		row(MAPE, "GPU "+g, r.Rows, func(id string) bool {
 			return r.normal(id) && slices.ContainsFunc(r.Results, func(res *Result) bool { return res.Experiment.ID == id && gpuOf(res.Experiment) == g })
 		})
 	}
 	if len(r.OutOfSample) > 0 {
-		b.WriteString("\nThe median APE, which one run on the wrong side of its knee does not carry:\n\n| runs | n |")
-		for _, m := range Metrics {
-			fmt.Fprintf(&b, " %s |", m)
-		}
-		b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(Metrics)) + "\n")
-		med := func(label string, rows []Row, keep func(string) bool) {
-			n := 0
-			cells := ""
-			for _, m := range Metrics {
-				v, k := MedianAPE(rows, m, keep)
-				n = max(n, k)
-				cells += " " + pct(v, k > 0) + " |"
-			}
-			if n > 0 {
-				fmt.Fprintf(&b, "| %s | %d |%s\n", label, n, cells)
-			}
-		}
-		med("in sample", r.Rows, r.normal)
+		b.WriteString("\nThe median APE, which one run on the wrong side of its knee does not carry:\n\n")
+		header()
+		row(MedianAPE, "in sample", r.Rows, r.normal)
 		for _, pr := range r.OutOfSample {
-			med(pr.Protocol.Label, pr.Rows, nil)
+			row(MedianAPE, pr.Protocol.Label, pr.Rows, nil)
 		}
 	}
 
