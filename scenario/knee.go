@@ -14,55 +14,21 @@ import (
 // latency.NearKnee, for the runs validate latency checks).
 const NearKnee = 0.9
 
-// stageRates tracks each load stage's measured arrivals: traffic that
-// steps up (an inference-perf ladder) is judged at its busiest stage, not
-// at the mean of the whole run.
-type stageRates struct {
-	by map[int]*stageArrivals
-}
-
-type stageArrivals struct {
-	n           int
-	first, last int64
-}
-
-func (t *stageRates) add(r *sim.Record) {
-	if r.Warmup {
-		return
-	}
-	if t.by == nil {
-		t.by = map[int]*stageArrivals{}
-	}
-	a := t.by[r.Stage]
-	if a == nil {
-		a = &stageArrivals{first: r.Arrival, last: r.Arrival}
-		t.by[r.Stage] = a
-	}
-	a.n++
-	a.first, a.last = min(a.first, r.Arrival), max(a.last, r.Arrival)
-}
-
-// peak is the highest stage rate, requests ÷ arrival span (as
-// offered_load's, per stage); 0 when no stage spans any time.
-func (t *stageRates) peak() float64 {
-	var best float64
-	for _, a := range t.by {
-		if a.last > a.first {
-			best = max(best, float64(a.n)/(float64(a.last-a.first)/1e9))
-		}
-	}
-	return best
-}
-
 // kneeOf estimates where the run's fleet stops keeping up with its traffic
 // (report.Knee): every replica's sustainable rate for the run's mean
 // request, and the load its routing gave it at the traffic's busiest stage
-// (peak; 0 or a single stage: the offered load). Nil when the run
-// measured nothing or a replica's limits cannot be estimated.
-func kneeOf(fleet []sim.ReplicaSpec, s *report.Summary, peak float64) (*report.Knee, error) {
+// (report.StageSummary's rate, arrivals ÷ send span; traffic without
+// stages: the offered load). Nil when the run measured nothing or a
+// replica's limits cannot be estimated.
+func kneeOf(fleet []sim.ReplicaSpec, s *report.Summary) (*report.Knee, error) {
 	done := float64(s.Requests.Complete)
 	rate, out := s.Throughput.RequestsPerS.Float(), s.Throughput.OutputTokensPerS.Float()
-	offered := max(s.OfferedLoad.RequestsPerS.Float(), peak)
+	offered := s.OfferedLoad.RequestsPerS.Float()
+	for _, st := range s.Stages {
+		if st.RequestsPerS.Defined() {
+			offered = max(offered, st.RequestsPerS.Float())
+		}
+	}
 	if done == 0 || !(rate > 0) || !(offered > 0) || s.Cache.PromptTokens == 0 || math.IsNaN(s.Cache.TrueHitRatio.Float()) {
 		return nil, nil
 	}

@@ -252,10 +252,8 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 		}
 		agg.WithStages(declared)
 	}
-	var stages stageRates
 	opts.OnRecord = func(r *sim.Record) {
 		agg.Add(r)
-		stages.add(r)
 		if hooks.OnRecord != nil {
 			hooks.OnRecord(r)
 		}
@@ -283,7 +281,7 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 	if l.Disaggregates() {
 		pdConfig(s.Config, spec.Fleet, opts)
 	} else if report.Measured(s) {
-		if s.Knee, err = kneeOf(spec.Fleet, s, stages.peak()); err != nil {
+		if s.Knee, err = kneeOf(spec.Fleet, s); err != nil {
 			return nil, err
 		}
 		s.Intervals = intervalsOf(calibrationOf(spec.Fleet), s)
