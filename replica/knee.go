@@ -94,13 +94,20 @@ func SustainableRate(cfg Config, m StepModel, mix Mix) (Knee, error) {
 		limit, binding = k.TokenLimit, LimitMaxNumBatchedTokens
 	}
 	ctx := int(math.Round(p + o/2))
+	cached := int(math.Round(c))
+	// One buffer for every batch tried: b decodes, then the prefill chunk
+	// in the slot after them.
+	decode := BatchEntry{NewTokens: 1, Context: ctx, Decode: true}
+	var buf []BatchEntry
 	rate := func(b int) (float64, float64) {
-		batch := make([]BatchEntry, b, b+1)
-		for i := range batch {
-			batch[i] = BatchEntry{NewTokens: 1, Context: ctx, Decode: true}
+		for len(buf) < b+1 {
+			buf = append(buf, decode)
 		}
+		batch := buf[:b]
 		if n := int(math.Round(float64(b) * prefillPerSeq)); n > 0 {
-			batch = append(batch, BatchEntry{NewTokens: n, Context: int(math.Round(c))})
+			buf[b] = BatchEntry{NewTokens: n, Context: cached}
+			batch = buf[:b+1]
+			defer func() { buf[b] = decode }()
 		}
 		t := float64(m.StepTime(batch)) / 1e9
 		if t <= 0 {
