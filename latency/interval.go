@@ -88,42 +88,49 @@ type intervalCase struct {
 	co  replica.Coefficients
 }
 
-// coverage builds every case's intervals — factors from the pool's errors
-// on runs of other models than the case's, and, near the knee, the
-// simulations with steps scaled to both ends of the ITL interval — and
-// counts the measured values inside. It also returns each case's
-// intervals by run id and metric.
-func coverage(ctx context.Context, label string, cases []intervalCase, pool []Row, c replica.Calibration, o Options, workers int) (Coverage, map[string]map[string]Bounds, error) {
+// coverage builds every case's intervals — factorsOf's factors for its
+// run and, near the knee, the simulations with steps scaled to both ends
+// of the ITL interval — and counts the measured values inside. Runs
+// measured overloaded get none (their TTFT is in minutes, and no fit saw
+// them). It also returns each case's intervals by run id and metric.
+func coverage(ctx context.Context, label string, cases []intervalCase, factorsOf func(*Experiment) map[string]replica.Interval, c replica.Calibration, o Options, workers int) (Coverage, map[string]map[string]Bounds, error) {
 	cov := Coverage{Label: label, ByMetric: map[string][2]int{}}
 	bounds := map[string]map[string]Bounds{}
-	modelOf := map[string]string{}
-	for _, k := range cases {
-		modelOf[k.res.Experiment.ID] = k.res.Experiment.Model
-	}
 	for _, k := range cases {
 		e := k.res.Experiment
-		if !e.HasMeasurement() || e.Overloaded() {
-			continue
-		}
-		model := e.Model
-		f := Factors(pool, func(id string) bool {
-			m, ok := modelOf[id]
-			return !ok || m != model
-		})
-		if len(f) == 0 {
+		f := factorsOf(e)
+		if e.Overloaded() || len(f) == 0 {
 			continue
 		}
 		b, near, err := runBounds(ctx, k, f, c, o, workers)
 		if err != nil {
 			return Coverage{}, nil, err
 		}
-		if near {
-			cov.NearKnee++
-		}
 		bounds[e.ID] = b
-		cov.count(e, b)
+		if e.HasMeasurement() {
+			if near {
+				cov.NearKnee++
+			}
+			cov.count(e, b)
+		}
 	}
 	return cov, bounds, nil
+}
+
+// otherModels returns the factors of the pool's errors on the runs of
+// other models than a run's (conformal, leave one model out: no run's
+// interval is widened by its own error); cases name the pool's models.
+func otherModels(pool []Row, cases []intervalCase) func(*Experiment) map[string]replica.Interval {
+	modelOf := map[string]string{}
+	for _, k := range cases {
+		modelOf[k.res.Experiment.ID] = k.res.Experiment.Model
+	}
+	return func(e *Experiment) map[string]replica.Interval {
+		return Factors(pool, func(id string) bool {
+			m, ok := modelOf[id]
+			return !ok || m != e.Model
+		})
+	}
 }
 
 // count adds run e's measured whole-run values, inside b or not.
@@ -186,27 +193,4 @@ func runBounds(ctx context.Context, k intervalCase, f map[string]replica.Interva
 		out[m] = b
 	}
 	return out, true, nil
-}
-
-// fixedCoverage is coverage with the calibration's recorded factors for
-// every case.
-func fixedCoverage(ctx context.Context, label string, cases []intervalCase, c replica.Calibration, o Options, workers int) (Coverage, map[string]map[string]Bounds, error) {
-	cov := Coverage{Label: label, ByMetric: map[string][2]int{}}
-	bounds := map[string]map[string]Bounds{}
-	for _, k := range cases {
-		e := k.res.Experiment
-		b, near, err := runBounds(ctx, k, c.Intervals, c, o, workers)
-		if err != nil {
-			return Coverage{}, nil, err
-		}
-		bounds[e.ID] = b
-		if !e.HasMeasurement() || e.Overloaded() {
-			continue
-		}
-		if near {
-			cov.NearKnee++
-		}
-		cov.count(e, b)
-	}
-	return cov, bounds, nil
 }

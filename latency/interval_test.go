@@ -48,7 +48,7 @@ func TestCoverageLeavesTheModelOut(t *testing.T) {
 	}
 	res, row := mk("z", "B", 1000, 2000)
 	cases, pool = append(cases, intervalCase{res: res}), append(pool, row)
-	cov, bounds, err := coverage(context.Background(), "test", cases, pool, replica.Calibration{}, Options{}, 1)
+	cov, bounds, err := coverage(context.Background(), "test", cases, otherModels(pool, cases), replica.Calibration{}, Options{}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 		for i, res := range pr.Results {
 			cases[i] = intervalCase{res: res, co: pr.Coefficients[i]}
 		}
-		cov, _, err := coverage(ctx, pr.Protocol.Label, cases, pr.Rows, r.Calibration, o, workers)
+		cov, _, err := coverage(ctx, pr.Protocol.Label, cases, otherModels(pr.Rows, cases), r.Calibration, o, workers)
 		if err != nil {
 			return err
 		}
@@ -122,17 +122,14 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 	for i, res := range r.Results {
 		cases[i] = intervalCase{res: res, co: r.Calibration.Coefficients}
 	}
-	var (
-		cov Coverage
-		err error
-	)
+	factors := func(*Experiment) map[string]replica.Interval { return r.Calibration.Intervals }
 	if lomo != nil {
-		cov, r.Bounds, err = coverage(ctx, "in sample", cases, lomo, r.Calibration, o, workers)
-	} else if len(r.Calibration.Intervals) > 0 {
-		cov, r.Bounds, err = fixedCoverage(ctx, "in sample", cases, r.Calibration, o, workers)
-	} else {
+		factors = otherModels(lomo, cases)
+	} else if len(r.Calibration.Intervals) == 0 {
 		return nil
 	}
+	cov, bounds, err := coverage(ctx, "in sample", cases, factors, r.Calibration, o, workers)
+	r.Bounds = bounds
 	if err != nil {
 		return err
 	}
