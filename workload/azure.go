@@ -19,7 +19,7 @@ import (
 type azureReader struct {
 	name      string
 	cr        *csv.Reader
-	lim       *recordLimiter
+	lim       *boundedReader
 	opt       *Options
 	synth     blockSynth
 	modelJSON []byte
@@ -35,25 +35,29 @@ type azureReader struct {
 	lastLine  int // line of the last record's last field
 }
 
-// recordLimiter is the Azure reader's input: a read that would take it more
-// than limit bytes (+1 for the line end) past mark, the end of the last
-// record encoding/csv returned, fails with errRecordTooLong. encoding/csv
-// buffers a whole record however long it is; this bounds it at
-// Options.MaxLineBytes at the cost of a comparison per read (a record is
-// ended by its line end, or spans several lines inside quotes).
-type recordLimiter struct {
-	r     io.Reader
-	off   int64 // bytes read
-	mark  int64
-	limit int64
-}
-
+// errRecordTooLong is the Azure reader's boundedReader error: encoding/csv
+// buffers a whole record however long it is, so its input fails past
+// Options.MaxLineBytes beyond the end of the last record it returned (a
+// record is ended by its line end, or spans several lines inside quotes).
 var errRecordTooLong = errors.New("CSV record too long")
 
-func (l *recordLimiter) Read(p []byte) (int, error) {
+// boundedReader reads r, failing with tooLong when a read would take it
+// more than limit bytes (+1 for the line end) past mark: the end of the
+// last record its reader returned, which the reader moves. It bounds how
+// much a decoder that buffers a whole record or value (encoding/csv,
+// encoding/json) can hold, at a comparison per read.
+type boundedReader struct {
+	r       io.Reader
+	off     int64 // bytes read
+	mark    int64
+	limit   int64
+	tooLong error
+}
+
+func (l *boundedReader) Read(p []byte) (int, error) {
 	room := l.mark + l.limit + 1 - l.off
 	if room <= 0 {
-		return 0, errRecordTooLong
+		return 0, l.tooLong
 	}
 	if int64(len(p)) > room {
 		p = p[:room]
@@ -68,7 +72,7 @@ func newAzureReader(r io.Reader, name string, o *Options) (*azureReader, error) 
 	if err != nil {
 		return nil, err
 	}
-	lim := &recordLimiter{r: r, limit: int64(o.MaxLineBytes)}
+	lim := &boundedReader{r: r, limit: int64(o.MaxLineBytes), tooLong: errRecordTooLong}
 	cr := csv.NewReader(lim)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true

@@ -73,7 +73,7 @@ func newShareGPTReader(r io.Reader, name string, o *Options) (*sharegptReader, e
 		return nil, err
 	}
 	rate := o.sessionRate()
-	lc := &lineCounter{r: r, limit: int64(o.MaxLineBytes)}
+	lc := &lineCounter{boundedReader: boundedReader{r: r, limit: int64(o.MaxLineBytes), tooLong: errValueTooLong}}
 	br := bufio.NewReader(lc)
 	s := &sharegptReader{
 		name: name, br: br, lc: lc, opt: o, enc: enc,
@@ -100,33 +100,24 @@ func newShareGPTReader(r io.Reader, name string, o *Options) (*sharegptReader, e
 // value) fails with errValueTooLong. encoding/json's Decoder otherwise
 // buffers a value, and even whitespace before one, however long it is.
 type lineCounter struct {
-	r     io.Reader
-	off   int64    // bytes read
+	boundedReader
 	base  int64    // offset of bit 0 of nl, a multiple of 64
 	nl    []uint64 // bit i set: a newline at offset base+i
 	q     int64    // offset of the last query
 	lines int      // newlines before q
-	mark  int64
-	limit int64
 }
 
 var errValueTooLong = errors.New("JSON value too long")
 
 func (c *lineCounter) Read(p []byte) (int, error) {
-	room := c.mark + c.limit + 1 - c.off
-	if room <= 0 {
-		return 0, errValueTooLong
-	}
-	if int64(len(p)) > room {
-		p = p[:room]
-	}
-	n, err := c.r.Read(p)
+	start := c.off
+	n, err := c.boundedReader.Read(p)
 	for i := 0; i < n; {
 		j := bytes.IndexByte(p[i:n], '\n')
 		if j < 0 {
 			break
 		}
-		pos := c.off + int64(i+j) - c.base
+		pos := start + int64(i+j) - c.base
 		if w := int(pos >> 6); w >= len(c.nl) {
 			old := len(c.nl)
 			c.nl = slices.Grow(c.nl, w+1-old)[:w+1]
@@ -135,7 +126,6 @@ func (c *lineCounter) Read(p []byte) (int, error) {
 		c.nl[pos>>6] |= 1 << (pos & 63)
 		i += j + 1
 	}
-	c.off += int64(n)
 	return n, err
 }
 

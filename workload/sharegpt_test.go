@@ -156,7 +156,7 @@ func TestLineCounter(t *testing.T) {
 				data[i] = 'a'
 			}
 		}
-		c := &lineCounter{r: strings.NewReader(string(data)), limit: 1 << 20}
+		c := &lineCounter{boundedReader: boundedReader{r: strings.NewReader(string(data)), limit: 1 << 20, tooLong: errValueTooLong}}
 		buf := make([]byte, 1+rng.IntN(300))
 		var q int64
 		for {
