@@ -7,6 +7,12 @@ package replica
 // group, so a step pays two all-reduces per layer, each of
 // N·d·2 bytes (BF16 activations, whatever the weights' type).
 //
+// ../shared/spec/vllm-engine.md B.1 gives every call the ring's volume,
+// N·d·2 B·2(TP−1)/TP (BLIS's tpAllReduceBasis), which the roofline model
+// (steptime.go, B.3) keeps. The calibrated model follows what vLLM itself
+// runs instead, read from its source: for the small calls of decode steps
+// its one-stage kernel moves (TP−1)·S bytes into each GPU, up to 3.5× the
+// ring's at TP 8, and its latency does not grow with the ring's length.
 // vLLM picks the algorithm per call, and the algorithm sets how many bytes
 // each GPU receives:
 //
