@@ -11,8 +11,9 @@ package replica
 // N·d·2 B·2(TP−1)/TP (BLIS's tpAllReduceBasis), which the roofline model
 // (steptime.go, B.3) keeps. The calibrated model follows what vLLM itself
 // runs instead, read from its source: for the small calls of decode steps
-// its one-stage kernel moves (TP−1)·S bytes into each GPU, up to 3.5× the
-// ring's at TP 8, and its latency does not grow with the ring's length.
+// its one-stage kernel moves (TP−1)·S bytes into each GPU, 4× the ring's
+// at TP 8 (7S against 1.75S), and its latency does not grow with the
+// ring's length.
 // vLLM picks the algorithm per call, and the algorithm sets how many bytes
 // each GPU receives:
 //
