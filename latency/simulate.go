@@ -38,8 +38,6 @@ type Result struct {
 	// and 0 when the stage completed nothing.
 	Knee        *replica.Knee
 	Utilization float64
-	// KneeStage is the busiest stage's scope ("stage_k").
-	KneeStage string
 }
 
 // PredictedOverloaded reports whether the simulation put the run past its
@@ -210,7 +208,7 @@ func (res *Result) setKnee(spec *scenario.Spec, e *Experiment, sums []replica.Mi
 	if err != nil {
 		return err
 	}
-	res.Knee, res.KneeStage = &knee, fmt.Sprintf("stage_%d", busiest)
+	res.Knee = &knee
 	if knee.MaxRate > 0 {
 		// A data-parallel run's engines share its rate.
 		res.Utilization = e.Workload.Stages[busiest].RateRPS / (knee.MaxRate * float64(e.DataParallel()))
