@@ -255,15 +255,7 @@ type LabelledMAPE struct {
 
 // Medians is the in-sample median APE per metric over the measured runs
 // that are not overloaded.
-func (r *Report) Medians() map[string]float64 {
-	out := map[string]float64{}
-	for _, m := range Metrics {
-		if v, n := MedianAPE(r.Rows, m, r.normal); n > 0 {
-			out[m] = v
-		}
-	}
-	return out
-}
+func (r *Report) Medians() map[string]float64 { return r.inSample(MedianAPE) }
 
 // protocolRows returns the rows of the named protocol (nil: none).
 func (r *Report) protocolRows(name string) []Row {
@@ -288,10 +280,14 @@ func (r *Report) normal(id string) bool {
 
 // MAPEs is eppsim's whole-run MAPE per metric over the measured runs that
 // are not overloaded.
-func (r *Report) MAPEs() map[string]float64 {
+func (r *Report) MAPEs() map[string]float64 { return r.inSample(MAPE) }
+
+// inSample is stat (MAPE or MedianAPE) per metric over the measured runs
+// that are not overloaded.
+func (r *Report) inSample(stat func([]Row, string, func(string) bool) (float64, int)) map[string]float64 {
 	out := map[string]float64{}
 	for _, m := range Metrics {
-		if v, n := MAPE(r.Rows, m, r.normal); n > 0 {
+		if v, n := stat(r.Rows, m, r.normal); n > 0 {
 			out[m] = v
 		}
 	}

@@ -10,6 +10,18 @@ import (
 // Built-in baselines selectable by name with --epp-config. Each is a real
 // EndpointPickerConfig except round-robin and vllm-dp-lb, whose pickers are
 // not upstream plugins (they are swapped in after loading).
+// pickerOnly is a profile of one picker and no scorer: the baselines that
+// swap their own picker in for max-score-picker (round-robin, vllm-dp-lb).
+const pickerOnly = `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: max-score-picker
+`
+
 var baselines = map[string]string{
 	"random": `apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
@@ -31,28 +43,12 @@ schedulingProfiles:
   - pluginRef: queue-scorer
   - pluginRef: max-score-picker
 `,
-	"round-robin": `apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: max-score-picker
-schedulingProfiles:
-- name: default
-  plugins:
-  - pluginRef: max-score-picker
-`,
+	"round-robin": pickerOnly,
 	// vllm-dp-lb: no EPP at all but vLLM's own API server balancing the
 	// fleet's engines as its data-parallel ranks (picker.VLLMDPLB), as a
 	// vLLM server with --data-parallel-size does internally; the latency
 	// runs with dp > 1 are simulated behind it.
-	"vllm-dp-lb": `apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: max-score-picker
-schedulingProfiles:
-- name: default
-  plugins:
-  - pluginRef: max-score-picker
-`,
+	"vllm-dp-lb": pickerOnly,
 	// oracle: the precise (KV-event) producer over the server's own tokens
 	// at the engine's 16-token blocks, delivered with zero lag, plus the
 	// default config's load scorers and weights.
