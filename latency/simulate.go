@@ -8,6 +8,7 @@ import (
 
 	"github.com/eppsim/eppsim/epp/picker"
 	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/report"
 	"github.com/eppsim/eppsim/scenario"
 	"github.com/eppsim/eppsim/sim"
 	"github.com/eppsim/eppsim/workload"
@@ -32,11 +33,12 @@ type Result struct {
 	// Engines counts the completed requests of the run's stages by engine
 	// (data-parallel rank; one entry when dp = 1).
 	Engines []int
-	// Knee is one engine's steady-state limit for the mix of the run's
-	// busiest stage (replica.SustainableRate), Utilization that stage's
-	// rate over it (over the dp engines' together): near 1 and above, the run is at or past its knee. Nil
+	// Knee is the run's knee as its simulation reports it (report.Knee:
+	// the engines' sustainable rate for the run's mean request, the
+	// binding limit), Utilization its busiest engine's load at the
+	// busiest stage over that engine's sustainable rate: near 1 and above, the run is at or past its knee. Nil
 	// and 0 when the stage completed nothing.
-	Knee        *replica.Knee
+	Knee        *report.Knee
 	Utilization float64
 }
 
@@ -141,7 +143,6 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 	n := len(e.Workload.Stages)
 	ttft := make([][]float64, n+1) // by stage; [n] the whole run
 	e2e := make([][]float64, n+1)
-	mix := make([]replica.Mix, n) // sums by stage
 	engines := make([]int, e.DataParallel())
 	hooks := scenario.Hooks{OnRecord: func(r *sim.Record) {
 		if r.Outcome != sim.Completed || r.Stage < 0 || r.Stage >= n {
@@ -153,12 +154,9 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 		t, d := float64(r.TTFT)/1e6, float64(r.E2E)/1e6
 		ttft[r.Stage], e2e[r.Stage] = append(ttft[r.Stage], t), append(e2e[r.Stage], d)
 		ttft[n], e2e[n] = append(ttft[n], t), append(e2e[n], d)
-		m := &mix[r.Stage]
-		m.PromptTokens += float64(r.PromptTokens)
-		m.CachedTokens += float64(r.CachedTokens)
-		m.OutputTokens += float64(r.OutputTokens)
 	}}
-	if _, err := scenario.RunContext(ctx, spec, router(e), hooks); err != nil {
+	sum, err := scenario.RunContext(ctx, spec, router(e), hooks)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.ID, err)
 	}
 	res := &Result{Experiment: e, Predicted: map[string]Values{}, Completed: map[string]int{}, Engines: engines}
@@ -174,46 +172,10 @@ func Simulate(ctx context.Context, e *Experiment, c replica.Calibration, o Optio
 		}
 		res.Predicted[scope] = metricsOf(ttft[k], e2e[k], out)
 	}
-	if err := res.setKnee(spec, e, mix, e2e); err != nil {
-		return nil, fmt.Errorf("%s: %w", e.ID, err)
+	if k := sum.Knee; k != nil && k.BusiestUtilization.Defined() {
+		res.Knee, res.Utilization = k, k.BusiestUtilization.Float()
 	}
 	return res, nil
-}
-
-// setKnee estimates the engine's knee for the mix of the run's busiest
-// stage (the highest rate; the first of equal ones), from the simulated
-// requests' mean prompt, cache hit and output.
-func (res *Result) setKnee(spec *scenario.Spec, e *Experiment, sums []replica.Mix, e2e [][]float64) error {
-	busiest := -1
-	for i, s := range e.Workload.Stages {
-		if len(e2e[i]) > 0 && (busiest < 0 || s.RateRPS > e.Workload.Stages[busiest].RateRPS) {
-			busiest = i
-		}
-	}
-	if busiest < 0 || len(spec.Fleet) == 0 {
-		return nil
-	}
-	p := spec.Fleet[0].Preset
-	cfg, err := p.EngineConfig()
-	if err != nil {
-		return err
-	}
-	m, err := p.Model()
-	if err != nil {
-		return err
-	}
-	k := float64(len(e2e[busiest]))
-	mix := replica.Mix{PromptTokens: sums[busiest].PromptTokens / k, CachedTokens: sums[busiest].CachedTokens / k, OutputTokens: sums[busiest].OutputTokens / k}
-	knee, err := replica.SustainableRate(cfg, m, mix)
-	if err != nil {
-		return err
-	}
-	res.Knee = &knee
-	if knee.MaxRate > 0 {
-		// A data-parallel run's engines share its rate.
-		res.Utilization = e.Workload.Stages[busiest].RateRPS / (knee.MaxRate * float64(e.DataParallel()))
-	}
-	return nil
 }
 
 // metricsOf computes the metrics of latency samples (ms); out is the

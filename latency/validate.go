@@ -647,7 +647,7 @@ func (r *Report) Markdown() []byte {
 		}
 	}
 
-	b.WriteString("\n## Every run (whole run)\n\nUtilization is the busiest stage's rate over the sustainable rate eppsim estimates for its mix " +
+	b.WriteString("\n## Every run (whole run)\n\nUtilization is the busiest stage's rate, per engine, over the sustainable rate eppsim estimates for the run's mean request " +
 		"(docs/latency.md, \"The knee\"), with the limit that binds there.\n\n| run | GPU | TP | utilization (binding) |")
 	for _, m := range HeadlineMetrics {
 		fmt.Fprintf(&b, " %s predicted / actual (APE) |", m)
