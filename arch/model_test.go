@@ -39,6 +39,11 @@ func TestParams(t *testing.T) {
 		{"Qwen/Qwen2.5-7B-Instruct", 7_615_616_512, 7_615_616_512, false, 6_525_288_448},
 		// Qwen3: per-head q/k norms (L·2·d_h).
 		{"Qwen/Qwen3-14B", 14_768_307_200, 14_768_307_200, false, 13_212_057_600},
+		// Qwen3-32B (by hand): per layer q 5120·8192 + k, v 5120·1024 each + o
+		// 8192·5120 + MLP 3·5120·25600 = 487,587,840 linear, + q/k norms 256 +
+		// layer norms 10,240; 64 layers, embeddings and lm_head 151936·5120 each,
+		// final norm 5120.
+		{"Qwen/Qwen3-32B", 32_762_123_264, 32_762_123_264, false, 31_205_621_760},
 		// Mixtral-8x7B: 46.7B total, 12.9B active (8 experts, top-2, d×8 routers).
 		{"mistralai/Mixtral-8x7B-v0.1", 46_702_792_704, 12_879_925_248, false, 12_617_515_008},
 		// Llama-4 Scout: "109B total, 17B active" (16 routed experts top-1
