@@ -340,3 +340,29 @@ func (t *V02Tracking) Score(c *epp.Cycle, req *epp.Request, eps []*epp.Endpoint,
 		}
 	}
 }
+
+// HandleKVEvents feeds the index as kv-cache-manager v0.2.0's kvevents
+// pool did (pkg/kvcache/kvevents/pool.go @ v0.2.0): every block is
+// recorded under the one tier "gpu", whatever its medium; AllBlocksCleared
+// is ignored; and since v0.2.0 indexed the engine's own block hashes, a
+// block stored at another block size than tokenProcessorConfig.blockSize
+// never matches a request (eppsim drops it). Equal block sizes are
+// assumed to come with an equal hash seed and algorithm, which v0.2.0
+// also required (hashSeed = the engines' PYTHONHASHSEED, vLLM's
+// sha256_cbor_64bit).
+func (t *V02Tracking) HandleKVEvents(c *epp.Cycle, address string, batch []epp.KVEvent) {
+	kept := make([]epp.KVEvent, 0, len(batch))
+	for _, ev := range batch {
+		switch {
+		case ev.Kind == epp.AllBlocksCleared:
+			continue
+		case ev.Kind == epp.BlockStored && ev.BlockSize > 0 && ev.BlockSize != t.BlockSize():
+			continue
+		}
+		ev.Medium = ""
+		kept = append(kept, ev)
+	}
+	if len(kept) > 0 {
+		t.PrecisePrefixScorer.HandleKVEvents(c, address, kept)
+	}
+}

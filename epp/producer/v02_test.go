@@ -168,3 +168,35 @@ func TestV02ParamErrors(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestV02TrackingEvents: v0.2.0's pool recorded every block under "gpu",
+// ignored AllBlocksCleared, and matched only blocks stored at its own
+// block size; the score is then min-max over the pods with a hit.
+func TestV02TrackingEvents(t *testing.T) {
+	s := newV02(t, `{"mode":"cache_tracking","indexerConfig":{"tokenProcessorConfig":{"blockSize":4,"hashSeed":"0"}}}`).(*V02Tracking)
+	s.SetDefaultEventModel("m")
+	c := &epp.Cycle{}
+	s.HandleKVEvents(c, podA, []epp.KVEvent{stored([]uint64{1, 2}, 0, seq(1, 8), "cpu")})
+	s.HandleKVEvents(c, podB, []epp.KVEvent{stored([]uint64{5}, 0, seq(1, 4), "")})
+	// Stored at another engine block size: never matches in v0.2.0.
+	other := stored([]uint64{9, 10}, 0, seq(1, 8), "")
+	other.BlockSize = 8
+	s.HandleKVEvents(c, podC, []epp.KVEvent{other})
+	score := func() []float64 {
+		eps := newEndpoints("a", "b", "c")
+		scores := make([]float64, 3)
+		s.Score(c, &epp.Request{ID: "r", TargetModel: "m", Tokenized: &epp.TokenizedRequest{Prompts: [][]uint32{seq(1, 12)}}}, eps, scores)
+		return scores
+	}
+	if got := score(); got[0] != 1 || got[1] != 0 || got[2] != 0 {
+		t.Errorf("a 2 blocks (cpu counted as gpu), b 1, c none: %v, want [1 0 0]", got)
+	}
+	s.HandleKVEvents(c, podA, []epp.KVEvent{{Kind: epp.AllBlocksCleared}})
+	if got := score(); got[0] != 1 {
+		t.Errorf("after AllBlocksCleared (ignored): %v", got)
+	}
+	s.HandleKVEvents(c, podA, []epp.KVEvent{removed("cpu", 2)}) // its medium is dropped too
+	if got := score(); got[0] != 1 || got[1] != 1 {
+		t.Errorf("a and b 1 block each: %v, want [1 1 0]", got)
+	}
+}
