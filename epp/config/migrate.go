@@ -40,8 +40,10 @@ import (
 //     (epp/producer V02PrefixCacheScorerType), parameters unchanged.
 //
 // A v0.2.x prefix-cache-scorer without parameters is estimate mode with
-// defaults; it is translated only with the release option (without it,
-// the same entry is valid today and loads as before).
+// defaults; it is translated when the document is of that era beyond
+// doubt (the old apiVersion and a kv-cache-scorer or another v0.2.x
+// prefix-cache-scorer) or with the release option; otherwise the same
+// entry is valid today and loads as before.
 
 // ReleaseLLMDv02 names llm-d-inference-scheduler v0.2.0/v0.2.1 (GIE
 // v0.5.0/v0.5.1, kv-cache-manager v0.2.0): `--epp-release llm-d-v0.2`.
@@ -170,6 +172,16 @@ func migrate(cfg *EndpointPickerConfig, lines *lineIndex, file string, oldAPI bo
 		m.add("apiVersion", "apiVersion", "apiVersion "+DeprecatedAPIVersion+" → "+APIVersion+" (GIE's API group; llm-d-router's config group is llm-d.ai, which ebab687 prefers)", "")
 		m.out[len(m.out)-1].api = true
 	}
+	// A bare prefix-cache-scorer is v0.2.x's estimate mode with defaults
+	// only in a document of that era: the old apiVersion and either the
+	// release option or another plugin that exists in no later schema.
+	bareIsOld := false
+	if oldAPI {
+		bareIsOld = release != ""
+		for _, p := range cfg.Plugins {
+			bareIsOld = bareIsOld || p.Type == "kv-cache-scorer" || p.Type == "prefix-cache-scorer" && hasV02Keys(p.Parameters)
+		}
+	}
 	n := len(cfg.Plugins)
 	for i := 0; i < n; i++ {
 		p := &cfg.Plugins[i]
@@ -179,7 +191,7 @@ func migrate(cfg *EndpointPickerConfig, lines *lineIndex, file string, oldAPI bo
 			m.retype(i, "kv-cache-utilization-scorer")
 			m.add(path+".type", path, "plugin type kv-cache-scorer → kv-cache-utilization-scorer (renamed by GIE #1238, first released in GIE v1.0.0, the base of llm-d-inference-scheduler v0.3.0; same score, 1 − KV-cache usage)", "")
 		case "prefix-cache-scorer":
-			if err := m.prefix(i, oldAPI); err != nil {
+			if err := m.prefix(i, bareIsOld); err != nil {
 				return nil, err
 			}
 		}
@@ -233,8 +245,24 @@ func (m *migration) referencedOutsideProfiles(name string) bool {
 	return bytes.Contains(raw, []byte(strconv.Quote(name)))
 }
 
-// prefix translates a v0.2.x prefix-cache-scorer at plugins[i].
-func (m *migration) prefix(i int, oldAPI bool) error {
+// hasV02Keys reports whether params (a JSON object) has a v0.2.x
+// prefix-cache-scorer parameter.
+func hasV02Keys(params json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(orEmpty(params), &m) != nil {
+		return false
+	}
+	for k := range m {
+		if _, ok := v02PrefixSchema[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// prefix translates a v0.2.x prefix-cache-scorer at plugins[i]; bareIsOld
+// says that one without parameters is v0.2.x's too.
+func (m *migration) prefix(i int, bareIsOld bool) error {
 	p := &m.cfg.Plugins[i]
 	path := fmt.Sprintf("plugins[%d]", i)
 	ppath := path + ".parameters"
@@ -253,7 +281,7 @@ func (m *migration) prefix(i int, oldAPI bool) error {
 		}
 	}
 	switch {
-	case len(old) == 0 && !(len(params) == 0 && oldAPI && m.release != ""):
+	case len(old) == 0 && !(len(params) == 0 && bareIsOld):
 		return nil // today's prefix-cache-scorer
 	case len(today) > 0:
 		return m.errAt(ppath+"."+today[0], fmt.Errorf("%w: prefix-cache-scorer mixes llm-d-inference-scheduler v0.2.x parameters (%s) with today's (%s): keep one set (translate the v0.2.x ones with `eppsim epp migrate`)",
@@ -285,7 +313,15 @@ func (m *migration) prefix(i int, oldAPI bool) error {
 			p.Name = p.Type // the profiles refer to it by that name
 		}
 		p.Type = producer.V02PrefixCacheScorerType
-		m.add(path+".type", path, fmt.Sprintf("plugin type prefix-cache-scorer (%s mode) → %s: eppsim's model of llm-d-inference-scheduler v0.2.x's scorer (--epp-release %s), parameters unchanged", mode, producer.V02PrefixCacheScorerType, ReleaseLLMDv02), "")
+		text := fmt.Sprintf("plugin type prefix-cache-scorer (%s mode) → %s: eppsim's model of llm-d-inference-scheduler v0.2.x's scorer (--epp-release %s), parameters unchanged", mode, producer.V02PrefixCacheScorerType, ReleaseLLMDv02)
+		if mode == producer.V02ModeCacheTracking {
+			bs := 16
+			if v.IndexerConfig != nil && v.IndexerConfig.TokenProcessorConfig != nil && v.IndexerConfig.TokenProcessorConfig.BlockSize != 0 {
+				bs = v.IndexerConfig.TokenProcessorConfig.BlockSize
+			}
+			text += fmt.Sprintf("; v0.2.0 looked up the engines' own block hashes, so it matches only replicas whose vLLM block size is %d (--block-size %d)", bs, bs)
+		}
+		m.add(path+".type", path, text, "")
 		return nil
 	}
 	if mode == producer.V02ModeCacheTracking {

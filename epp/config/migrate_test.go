@@ -463,3 +463,34 @@ func FuzzMigrate(f *testing.F) {
 		}
 	})
 }
+
+// TestMigrateBarePrefixScorer: a prefix-cache-scorer without parameters is
+// v0.2.x's estimate with defaults only in a document of that era.
+func TestMigrateBarePrefixScorer(t *testing.T) {
+	bare := oldHead + "- type: prefix-cache-scorer\n- type: max-score-picker\n- type: single-profile-handler\n"
+	withKV := bare + "- type: kv-cache-scorer\n"
+	cases := []struct {
+		doc, release string
+		want         string // "" = left as today's
+	}{
+		{bare, "", ""},
+		{bare, config.ReleaseLLMDv02, "→ " + producer.V02PrefixCacheScorerType},
+		{withKV, "", "estimate mode (hashBlockSize 64 characters, maxPrefixBlocksToMatch 256, lruCapacityPerServer 31250)"},
+		{strings.Replace(withKV, "inference.networking.x-k8s.io", "llm-d.ai", 1), "", ""},
+	}
+	for i, tc := range cases {
+		m, err := config.Migrate([]byte(tc.doc), config.MigrateOptions{Release: tc.release})
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		got := ""
+		for _, tr := range m.Translations {
+			if strings.Contains(tr.Path, "plugins[0]") {
+				got = tr.Text
+			}
+		}
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("case %d: prefix translation %q, want %q", i, got, tc.want)
+		}
+	}
+}
