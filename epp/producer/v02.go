@@ -285,20 +285,7 @@ func (v *V02Estimate) PreRequest(_ *epp.Cycle, req *epp.Request, res *epp.Result
 // globally matched prefix (what Produce writes), without changing the
 // index.
 func (v *V02Estimate) MatchBlocks(hashes []uint64, endpointName string) int {
-	id, ok := v.idx.ids[endpointName]
-	if !ok {
-		return 0
-	}
-	n := 0
-	for _, h := range hashes {
-		if !v.idx.held(h) {
-			break
-		}
-		if v.idx.holds(h, id) {
-			n++
-		}
-	}
-	return n
+	return v.idx.matchBlocks(hashes, endpointName)
 }
 
 // PrefixPrediction implements epp.PrefixPrediction: KV-event based.

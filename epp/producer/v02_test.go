@@ -200,3 +200,15 @@ func TestV02TrackingEvents(t *testing.T) {
 		t.Errorf("a and b 1 block each: %v, want [1 1 0]", got)
 	}
 }
+
+// TestV02EstimateMatchBlocks: MatchBlocks is what Produce writes.
+func TestV02EstimateMatchBlocks(t *testing.T) {
+	s := newV02(t, `{"hashBlockSize": 16}`).(*V02Estimate)
+	eps := newEndpoints("a", "b")
+	p := strings.Repeat("q", 40)
+	v02Step(t, s, completionsReq("1", "m", p), eps, 0)
+	h := s.Hashes(completionsReq("2", "m", p))
+	if got := s.MatchBlocks(h, "a"); got != 3 || s.MatchBlocks(h, "b") != 0 || s.MatchBlocks(h, "none") != 0 {
+		t.Errorf("MatchBlocks a = %d, want 3 (model + 2 blocks)", got)
+	}
+}
