@@ -82,8 +82,9 @@ regress-update: build
 	$(GO) build -o bin/eppsim-regress ./cmd/eppsim-regress
 	bin/eppsim-regress -eppsim bin/eppsim -dir testdata/regress -out out/regress -update
 
-## testdata-refresh: copy the golden vectors and the shipped EPP configs
-## from the shared folder into testdata/shared (testdata/shared/README.md);
+## testdata-refresh: copy the golden vectors, the shipped EPP configs and
+## the published benchmarks' EPP configs from the shared folder into
+## testdata/shared (testdata/shared/README.md);
 ## a fresh clone's tests read these copies, and TestSharedCopiesCurrent
 ## fails in CI when they are stale.
 SHARED ?= ../shared
@@ -92,7 +93,12 @@ testdata-refresh:
 	rm -f testdata/shared/epp-configs/*.yaml
 	cp $(SHARED)/epp-configs/*.yaml testdata/shared/epp-configs/
 	cp $(SHARED)/golden/epp-golden.json testdata/shared/golden/
-	chmod 644 testdata/shared/epp-configs/*.yaml testdata/shared/golden/epp-golden.json
+	rm -rf testdata/shared/benchmarks
+	for f in $(SHARED)/benchmarks/*/*.yaml; do \
+		case $$f in */inference-perf.yaml) continue;; esac; \
+		d=testdata/shared/benchmarks/$$(basename $$(dirname $$f)); mkdir -p $$d && cp $$f $$d/ || exit 1; \
+	done
+	chmod 644 testdata/shared/epp-configs/*.yaml testdata/shared/golden/epp-golden.json testdata/shared/benchmarks/*/*.yaml
 
 clean:
 	rm -rf bin

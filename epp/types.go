@@ -139,6 +139,21 @@ const (
 	PrecisePrefixProducer = "precise-prefix-cache-producer"
 )
 
+// PrefixPrediction is implemented by prefix producers of a type other than
+// the two above whose PrefixCacheMatchInfo the simulator should still
+// record as a prediction: PredictionApprox (history-based) or
+// PredictionPrecise (KV-event based). eppsim's models of older releases
+// implement it.
+type PrefixPrediction interface {
+	PrefixPrediction() string
+}
+
+// PrefixPrediction kinds.
+const (
+	PredictionApprox  = "approx"
+	PredictionPrecise = "precise"
+)
+
 // Dependency is one data key a plugin consumes. Only Required dependencies
 // order producers and trigger CreateMissingDataProducers (spec §1.3 steps 6–7).
 type Dependency struct {

@@ -331,6 +331,12 @@ type EPPInfo struct {
 	// Upstream lists the later llm-d-router behaviours the run turned on
 	// (scenario.UpstreamOptions, e.g. pr2292).
 	Upstream []string `json:"upstream_options,omitempty"`
+	// Release is the upstream release an older configuration's plugins
+	// were modelled after (--epp-release, e.g. llm-d-v0.2).
+	Release string `json:"release,omitempty"`
+	// Translations name what was translated from an older configuration's
+	// schema before it loaded (epp/config migrate.go).
+	Translations []string `json:"translations,omitempty"`
 }
 
 // EPPProfile is one scheduling profile of an EPPInfo.

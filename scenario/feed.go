@@ -537,6 +537,9 @@ func Preparer(spec *Spec, epps []EPP) func(*workload.Request) {
 	}
 	var routers []*epp.Router
 	for _, e := range epps {
+		if e.Release == "" {
+			e.Release = spec.Release
+		}
 		l, err := e.Load(spec.Env.Seed)
 		if err != nil {
 			continue

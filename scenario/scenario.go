@@ -49,6 +49,11 @@ type Spec struct {
 	// configuration of the run (UpstreamOptions); none by default (the EPP
 	// at ebab687).
 	Upstream []string
+	// Release, when set (config.Releases, e.g. llm-d-v0.2), makes older
+	// configurations' plugins behave as in that upstream release instead
+	// of translating them to today's (docs/epp.md "Older configs and
+	// releases"). An EPP's own Release wins.
+	Release string
 }
 
 // UpstreamOptions are the later llm-d-router behaviours Spec.Upstream can
@@ -88,6 +93,9 @@ type EPP struct {
 	// DPLB, for the vllm-dp-lb baseline, is its balancer's parameters
 	// (nil: picker.DefaultDPLBOptions); other configurations ignore it.
 	DPLB *picker.DPLBOptions
+	// Release is config.Options.Release for this configuration ("" = the
+	// Spec's).
+	Release string
 }
 
 // ForSource returns the EPP for a --epp-config value, named after the file
@@ -114,7 +122,7 @@ type Hooks struct {
 
 // Load builds the EPP's configuration with fresh plugins seeded by seed.
 func (e EPP) Load(seed uint64) (*Loaded, error) {
-	opts := config.Options{Registry: plugins.Builtin(), Seed: seed}
+	opts := config.Options{Registry: plugins.Builtin(), Seed: seed, Release: e.Release}
 	var (
 		l   *config.Loaded
 		err error
@@ -217,6 +225,9 @@ func SpecOpener(spec *Spec) func() (*workload.Stream, error) {
 // run is RunContext with the workload's reader from join, called once the
 // EPP configuration has loaded.
 func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*FeedReader, error)) (*report.Summary, error) {
+	if e.Release == "" {
+		e.Release = spec.Release
+	}
 	l, err := e.Load(spec.Env.Seed)
 	if err != nil {
 		return nil, &InputError{err}
@@ -324,6 +335,12 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 	}
 	if len(spec.Upstream) > 0 {
 		rc.EPP.Upstream = slices.Clone(spec.Upstream)
+	}
+	if len(l.Translations) > 0 {
+		rc.EPP.Release = l.Release()
+		for _, t := range l.Translations {
+			rc.EPP.Translations = append(rc.EPP.Translations, t.String())
+		}
 	}
 	// Request identity (flow-control.md §2): the workload's priority mix
 	// and fairness source, and the InferenceObjectives the EPP knows.

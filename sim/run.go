@@ -619,10 +619,21 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 			if k.Type != epp.PrefixCacheMatchInfoType {
 				continue
 			}
+			kind := ""
 			switch p.Type() {
 			case epp.ApproxPrefixProducer:
-				r.approx = append(r.approx, k)
+				kind = epp.PredictionApprox
 			case epp.PrecisePrefixProducer:
+				kind = epp.PredictionPrecise
+			default:
+				if pp, ok := p.(epp.PrefixPrediction); ok {
+					kind = pp.PrefixPrediction()
+				}
+			}
+			switch kind {
+			case epp.PredictionApprox:
+				r.approx = append(r.approx, k)
+			case epp.PredictionPrecise:
 				r.precise = append(r.precise, k)
 			}
 		}

@@ -32,7 +32,7 @@ func newEPPCmd() *cobra.Command {
 			"approximate prefix block hashes of a request, and explain one scheduling decision\n" +
 			"on a described state. See docs/epp.md.",
 	}
-	cmd.AddCommand(newEPPValidateCmd(), newEPPHashCmd(), newEPPExplainCmd())
+	cmd.AddCommand(newEPPValidateCmd(), newEPPHashCmd(), newEPPExplainCmd(), newEPPMigrateCmd())
 	return cmd
 }
 

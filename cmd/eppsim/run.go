@@ -124,10 +124,13 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		}
 		jobs[i] = runJob{name: name, src: c}
 		// A bad config is reported before anything is simulated.
-		l, err := scenario.ForSource(c).Load(spec.Env.Seed)
+		e := scenario.ForSource(c)
+		e.Release = spec.Release
+		l, err := e.Load(spec.Env.Seed)
 		if err != nil {
 			return withExitCode(2, err)
 		}
+		warnOlderConfig(stderr, c, l.MigrationWarnings())
 		pd = pd || l.Disaggregates()
 		classes = classes || l.FlowControl != nil
 	}

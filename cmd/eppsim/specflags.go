@@ -64,6 +64,7 @@ type specFlags struct {
 	dcgmCollect time.Duration
 	maxFleetGiB float64
 	upstream    []string
+	release     string
 	classes     []string
 	objectives  []string
 	fairnessID  string
@@ -105,6 +106,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.dcgmCollect, "dcgm-collect-interval", time.Duration(sim.DefaultDCGMCollectInterval), "dcgm-exporter's --collect-interval on every replica, when the EPP config polls DCGM (dcgm-data-source with dcgm-extractor): each exporter publishes the replica's GPU busy share of every such period (at least 1ms; docs/epp.md, GPU telemetry)")
 	fl.Float64Var(&f.maxFleetGiB, "max-fleet-memory", float64(sim.DefaultMaxFleetBytes)/(1<<30), "GiB the fleet's replicas may take, estimated up front (KV block pools and prefix caches at full size, CPU tiers, a fixed share per replica; docs/replicas.md): a larger fleet is refused before the run")
 	fl.StringArrayVar(&f.upstream, "epp-upstream", nil, "turn on a later llm-d-router behaviour in every EPP config, named after the upstream change (repeatable): "+upstreamHelp())
+	fl.StringVar(&f.release, "epp-release", "", "model an older EPP config's plugins after this upstream release instead of translating them to today's (docs/epp.md, Older configs and releases): "+releaseHelp())
 	fl.BoolVar(&f.asyncSched, "async-scheduling", true, "vLLM's --async-scheduling on every replica (its default): a request arriving during a step waits one more step; --async-scheduling=false schedules it at the next step")
 	fl.StringVar(&f.calibration, "calibration", "", "step-time calibration file for every replica (docs/latency.md; default: each preset's, the one that ships)")
 	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
@@ -266,6 +268,9 @@ func (f *specFlags) check() error {
 			return fmt.Errorf("--epp-upstream %q: unknown (have %s)", u, strings.Join(slices.Sorted(maps.Keys(scenario.UpstreamOptions)), ", "))
 		}
 	}
+	if err := checkRelease(f.release); err != nil {
+		return err
+	}
 	if f.duration > 0 && f.warmup >= f.duration {
 		return fmt.Errorf("--warmup %v: must be shorter than --duration %v (every request would be warm-up)", f.warmup, f.duration)
 	}
@@ -341,7 +346,7 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f), Objectives: objs,
 			DCGMCollectInterval: int64(f.dcgmCollect), MaxFleetBytes: f.maxFleetBytes(),
 		},
-		Upstream: f.upstream,
+		Upstream: f.upstream, Release: f.release,
 	}, nil
 }
 

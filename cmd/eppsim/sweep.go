@@ -165,6 +165,10 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 		return withExitCode(2, err)
 	}
 	e := scenario.ForSource(f.eppConfig)
+	e.Release = spec.Release
+	if l, err := e.Load(spec.Env.Seed); err == nil {
+		warnOlderConfig(stderr, f.eppConfig, l.MigrationWarnings())
+	}
 	plan, err := sweep.NewPlanContext(ctx, sweep.Sweep{Version: version, Spec: spec, EPP: e, Fleet: f.fleetDescription(len(spec.Fleet)),
 		Dims: dims, Random: f.random, RandomSeed: f.randomSeed, MaxPoints: maxPoints})
 	if err != nil {

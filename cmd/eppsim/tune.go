@@ -104,7 +104,12 @@ func tuneMain(ctx context.Context, stdout, stderr io.Writer, f *tuneFlags) error
 	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
-	res, err := sweep.Tune(ctx, sweep.TuneSpec{Version: version, Spec: spec, EPP: scenario.ForSource(f.eppConfig),
+	e := scenario.ForSource(f.eppConfig)
+	e.Release = spec.Release
+	if l, err := e.Load(spec.Env.Seed); err == nil {
+		warnOlderConfig(stderr, f.eppConfig, l.MigrationWarnings())
+	}
+	res, err := sweep.Tune(ctx, sweep.TuneSpec{Version: version, Spec: spec, EPP: e,
 		Fleet: f.fleetDescription(len(spec.Fleet)), Params: params, Objective: obj, Constraints: cons,
 		Budget: f.budget, Seeds: f.seeds, Method: f.method, Workers: f.workers, Progress: prog})
 	if prog != nil {

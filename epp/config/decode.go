@@ -16,6 +16,8 @@ type decoded struct {
 	cfg      *EndpointPickerConfig
 	lines    *lineIndex
 	warnings []string
+	// oldAPI: the document had the deprecated apiVersion.
+	oldAPI bool
 }
 
 // decode parses data strictly (spec §1.1): unknown fields, duplicate keys and
@@ -37,6 +39,7 @@ func decode(data []byte, file string) (*decoded, error) {
 	switch cfg.APIVersion {
 	case APIVersion:
 	case DeprecatedAPIVersion:
+		d.oldAPI = true
 		d.warnings = append(d.warnings, fmt.Sprintf("apiVersion %s is deprecated; use %s", DeprecatedAPIVersion, APIVersion))
 	case "":
 		return nil, at("apiVersion", fmt.Errorf("%w: apiVersion is missing (want %s)", ErrAPIVersion, APIVersion))

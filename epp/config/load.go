@@ -24,6 +24,11 @@ type Options struct {
 	Seed uint64
 	// File names the configuration in errors and warnings.
 	File string
+	// Release, when set (Releases), makes an older configuration's plugins
+	// behave as in that upstream release instead of translating them to
+	// today's (migrate.go). It changes nothing in a configuration of
+	// today's schema.
+	Release string
 }
 
 // Origin tells how a plugin came to be in the effective configuration.
@@ -141,14 +146,20 @@ type Loaded struct {
 	FlowControl  *FlowControlInfo   `json:"flowControl,omitempty"`
 	NotSimulated []NotSimulatedItem `json:"notSimulated,omitempty"`
 	Warnings     []string           `json:"warnings,omitempty"`
+	// Translations are the changes made to an older configuration before
+	// loading it (migrate.go); each is also a warning.
+	Translations []Translation `json:"translations,omitempty"`
 
-	src       []byte
-	opts      Options
-	byName    map[string]int // Plugins' index by name
-	profiles  []*epp.Profile
-	handler   epp.ProfileHandler
-	producers []epp.DataProducer
-	flow      *flowcontrol.Controller
+	src  []byte
+	opts Options
+	// migrationWarnings are the warnings of Translations (and of a release
+	// that changed nothing), for callers that show only those.
+	migrationWarnings []string
+	byName            map[string]int // Plugins' index by name
+	profiles          []*epp.Profile
+	handler           epp.ProfileHandler
+	producers         []epp.DataProducer
+	flow              *flowcontrol.Controller
 }
 
 // Plugin returns the instance named name, or nil. It is a map lookup
@@ -240,12 +251,40 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	trans, err := migrate(d.cfg, d.lines, opts.File, d.oldAPI, opts.Release)
+	if err != nil {
+		return nil, err
+	}
 	ld := newLoader(opts, d.cfg, d.lines)
 	ld.warnings = append(ld.warnings, d.warnings...)
+	// The loader warns of each translation but the apiVersion's (decode
+	// warned of that one); MigrationWarnings names every one, once there
+	// is anything beyond the apiVersion to say.
+	var mw []string
+	released := false
+	for _, t := range trans {
+		if !t.api {
+			mw = append(mw, "older schema, translated: "+t.String())
+		}
+		released = released || strings.Contains(t.Text, "--epp-release")
+	}
+	if opts.Release != "" && !released {
+		mw = append(mw, fmt.Sprintf("release %s changes nothing in this config: it has no prefix-cache-scorer of that release (an old apiVersion with v0.2.x parameters, or none)", opts.Release))
+	}
+	ld.warnings = append(ld.warnings, mw...)
+	if len(mw) > 0 && len(trans) > 0 && trans[0].api {
+		mw = append([]string{"older schema, translated: " + trans[0].String()}, mw...)
+	}
 	out, err := ld.run()
 	if err != nil {
 		return nil, err
 	}
+	if len(trans) > 1 || len(trans) == 1 && !trans[0].api {
+		// The apiVersion alone is today's schema (deprecated): such a
+		// config loads exactly as it did.
+		out.Translations = trans
+	}
+	out.migrationWarnings = mw
 	out.src = bytes.Clone(data)
 	return out, nil
 }
@@ -1328,3 +1367,12 @@ func suggest(typ string, types []string) string {
 func ClosestName(s string, names []string, maxDist int) string {
 	return closest.Closest(s, names, maxDist)
 }
+
+// Release is the Options.Release the configuration was loaded with.
+func (l *Loaded) Release() string { return l.opts.Release }
+
+// MigrationWarnings are the warnings that name the translations made to
+// an older configuration (every one, the apiVersion's included), and the
+// note that a release option changed nothing; none for a configuration of
+// today's schema loaded without a release.
+func (l *Loaded) MigrationWarnings() []string { return l.migrationWarnings }

@@ -16,7 +16,8 @@ const (
 )
 
 // TestSharedCopiesCurrent checks that the repository's copies of the golden
-// vectors and the shipped EPP configs are byte-identical to the shared
+// vectors, the shipped EPP configs and the published benchmarks' EPP
+// configs are byte-identical to the shared
 // folder's originals and that every original has a copy, so that a refresh
 // of ../shared that was not copied (make testdata-refresh) fails in CI.
 func TestSharedCopiesCurrent(t *testing.T) {
@@ -28,6 +29,11 @@ func TestSharedCopiesCurrent(t *testing.T) {
 		t.Fatalf("no configs in %s/epp-configs: %v", sharedRoot, err)
 	}
 	originals = append(originals, filepath.Join(sharedRoot, "golden", "epp-golden.json"))
+	bench, err := publishedConfigs(sharedRoot)
+	if err != nil || len(bench) == 0 {
+		t.Fatalf("no benchmark configs in %s/benchmarks: %v", sharedRoot, err)
+	}
+	originals = append(originals, bench...)
 	for _, orig := range originals {
 		rel, err := filepath.Rel(sharedRoot, orig)
 		if err != nil {
@@ -47,9 +53,25 @@ func TestSharedCopiesCurrent(t *testing.T) {
 		}
 	}
 	copies, _ := filepath.Glob(filepath.Join(testdataShared, "epp-configs", "*.yaml"))
-	for _, c := range copies {
-		if _, err := os.Stat(filepath.Join(sharedRoot, "epp-configs", filepath.Base(c))); err != nil {
-			t.Errorf("%s has no original in %s/epp-configs any more (make testdata-refresh)", c, sharedRoot)
+	benchCopies, _ := filepath.Glob(filepath.Join(testdataShared, "benchmarks", "*", "*.yaml"))
+	for _, c := range append(copies, benchCopies...) {
+		rel, _ := filepath.Rel(testdataShared, c)
+		if _, err := os.Stat(filepath.Join(sharedRoot, rel)); err != nil {
+			t.Errorf("%s has no original in %s any more (make testdata-refresh)", c, sharedRoot)
 		}
 	}
+}
+
+// publishedConfigs lists the EndpointPickerConfigs of the published
+// benchmarks under root (root/benchmarks/SET/*.yaml but each set's
+// inference-perf.yaml, the workload profile).
+func publishedConfigs(root string) ([]string, error) {
+	all, err := filepath.Glob(filepath.Join(root, "benchmarks", "*", "*.yaml"))
+	var out []string
+	for _, f := range all {
+		if filepath.Base(f) != "inference-perf.yaml" {
+			out = append(out, f)
+		}
+	}
+	return out, err
 }

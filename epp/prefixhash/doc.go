@@ -15,6 +15,9 @@
 //
 // Both reproduce the values the real code (llm-d-router ebab687) produces;
 // ../shared/golden/epp-golden.json "hash_cases" is the conformance suite.
+// V02Prompt and V02BlockHashes (v02.go) are the older character-based
+// estimate of GIE v0.5.1 that llm-d-inference-scheduler v0.2.x used
+// (`--epp-release llm-d-v0.2`).
 // Audio blocks (input_audio and audio_url alike, §5.2.1) hash
 // input_audio.data+format and count max(1, ceil(len(data+format)/4))
 // placeholder tokens; an audio_url block's own URL is ignored.

@@ -269,20 +269,9 @@ func (a *ApproxPrefix) RequestHashes(req *epp.Request) ([][]uint64, int) {
 // prompts (the value Produce writes as matchBlocks). It does not change the
 // index.
 func (a *ApproxPrefix) MatchBlocks(perPrompt [][]uint64, endpointName string) int {
-	id, ok := a.idx.ids[endpointName]
-	if !ok {
-		return 0
-	}
 	n := 0
 	for _, hashes := range perPrompt {
-		for _, h := range hashes {
-			if !a.idx.held(h) {
-				break
-			}
-			if a.idx.holds(h, id) {
-				n++
-			}
-		}
+		n += a.idx.matchBlocks(hashes, endpointName)
 	}
 	return n
 }
@@ -343,6 +332,25 @@ func newApproxIndex() approxIndex {
 // held reports whether any pod holds h.
 func (ix *approxIndex) held(h uint64) bool {
 	return ix.hashToPods.Get(h) != 0 || (len(ix.highPods) > 0 && len(ix.highPods[h]) > 0)
+}
+
+// matchBlocks is the number of hashes the named pod holds within the
+// prefix of hashes that some pod holds (its share of the global walk).
+func (ix *approxIndex) matchBlocks(hashes []uint64, name string) int {
+	id, ok := ix.ids[name]
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, h := range hashes {
+		if !ix.held(h) {
+			break
+		}
+		if ix.holds(h, id) {
+			n++
+		}
+	}
+	return n
 }
 
 // holds reports whether pod id holds h.

@@ -6,7 +6,8 @@ import "github.com/eppsim/eppsim/epp"
 // legacy alias tokenizer), approx-prefix-cache-producer,
 // precise-prefix-cache-producer, precise-prefix-cache-scorer (deprecated),
 // inflight-load-producer, session-id-producer, burst-prefix-cache-producer
-// mm-embeddings-cache-producer, dcgm-data-source and dcgm-extractor.
+// mm-embeddings-cache-producer, dcgm-data-source and dcgm-extractor, and
+// llm-d-v0.2-prefix-cache-scorer (eppsim's model of the v0.2.x scorer).
 func Register(r *epp.Registry) {
 	r.Register(TokenProducerType, tokenFactory(TokenProducerType))
 	r.Register(LegacyTokenizerType, tokenFactory(LegacyTokenizerType))
@@ -17,6 +18,7 @@ func Register(r *epp.Registry) {
 	r.Register(SessionIDType, sessionFactory)
 	r.Register(BurstPrefixType, burstFactory)
 	r.Register(MMEmbeddingsType, mmEmbeddingsFactory)
+	r.Register(V02PrefixCacheScorerType, v02Factory)
 	RegisterDCGM(r)
 }
 
@@ -50,6 +52,14 @@ var (
 	_ epp.DataProducer          = (*BurstPrefix)(nil)
 	_ epp.DataConsumer          = (*BurstPrefix)(nil)
 	_ epp.Waiter                = (*BurstPrefix)(nil)
+	_ epp.Scorer                = (*V02Estimate)(nil)
+	_ epp.DataProducer          = (*V02Estimate)(nil)
+	_ epp.PreRequestHook        = (*V02Estimate)(nil)
+	_ epp.PrefixPrediction      = (*V02Estimate)(nil)
+	_ epp.Scorer                = (*V02Tracking)(nil)
+	_ epp.DataProducer          = (*V02Tracking)(nil)
+	_ epp.KVEventConsumer       = (*V02Tracking)(nil)
+	_ epp.PrefixPrediction      = (*V02Tracking)(nil)
 	_ epp.GPUTelemetrySource    = (*DCGMSource)(nil)
 	_ epp.GPUTelemetryExtractor = (*DCGMExtractor)(nil)
 )

@@ -12,22 +12,23 @@ func TestRegisterAndDataKeys(t *testing.T) {
 	Register(r)
 	want := []string{
 		"approx-prefix-cache-producer", "burst-prefix-cache-producer", "dcgm-data-source", "dcgm-extractor", "inflight-load-producer",
-		"mm-embeddings-cache-producer", "precise-prefix-cache-producer", "precise-prefix-cache-scorer", "session-id-producer",
+		"llm-d-v0.2-prefix-cache-scorer", "mm-embeddings-cache-producer", "precise-prefix-cache-producer", "precise-prefix-cache-scorer", "session-id-producer",
 		"token-producer", "tokenizer",
 	}
 	if got := r.Types(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("types %v", got)
 	}
 	produces := map[string][]string{
-		"approx-prefix-cache-producer":  {"PrefixCacheMatchInfoDataKey/approx-prefix-cache-producer"},
-		"burst-prefix-cache-producer":   {"PrefixCacheMatchInfoDataKey/burst-prefix-cache-producer"},
-		"inflight-load-producer":        {"InFlightLoadDataKey/inflight-load-producer", "UncachedRequestTokens/inflight-load-producer"},
-		"mm-embeddings-cache-producer":  {"EncoderCacheMatchInfo/mm-embeddings-cache-producer"},
-		"precise-prefix-cache-producer": {"PrefixCacheMatchInfoDataKey/precise-prefix-cache-producer"},
-		"precise-prefix-cache-scorer":   {"PrefixCacheMatchInfoDataKey/precise-prefix-cache-scorer"},
-		"session-id-producer":           {"SessionID/session-id-producer", "BoundEndpoint/session-id-producer"},
-		"token-producer":                {"TokenizedPrompt/token-producer"},
-		"tokenizer":                     {"TokenizedPrompt/tokenizer"},
+		"approx-prefix-cache-producer":   {"PrefixCacheMatchInfoDataKey/approx-prefix-cache-producer"},
+		"burst-prefix-cache-producer":    {"PrefixCacheMatchInfoDataKey/burst-prefix-cache-producer"},
+		"inflight-load-producer":         {"InFlightLoadDataKey/inflight-load-producer", "UncachedRequestTokens/inflight-load-producer"},
+		"mm-embeddings-cache-producer":   {"EncoderCacheMatchInfo/mm-embeddings-cache-producer"},
+		"llm-d-v0.2-prefix-cache-scorer": {"PrefixCacheMatchInfoDataKey/llm-d-v0.2-prefix-cache-scorer"},
+		"precise-prefix-cache-producer":  {"PrefixCacheMatchInfoDataKey/precise-prefix-cache-producer"},
+		"precise-prefix-cache-scorer":    {"PrefixCacheMatchInfoDataKey/precise-prefix-cache-scorer"},
+		"session-id-producer":            {"SessionID/session-id-producer", "BoundEndpoint/session-id-producer"},
+		"token-producer":                 {"TokenizedPrompt/token-producer"},
+		"tokenizer":                      {"TokenizedPrompt/tokenizer"},
 	}
 	consumes := map[string][]epp.Dependency{
 		"approx-prefix-cache-producer":  {{Key: TokenizedPromptKey, Required: true}},
