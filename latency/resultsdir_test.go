@@ -121,7 +121,7 @@ func TestResultsDirSimulatesLikeExperiment(t *testing.T) {
 		t.Fatal(err)
 	}
 	gc.File, wc.File = "", ""
-	gc.Load.NumWorkers, gc.Load.WorkerMaxConcurrency = 0, 0
+	gc.Load.NumWorkers, gc.Load.HasNumWorkers, gc.Load.WorkerMaxConcurrency = 0, false, 0
 	for i := range gc.Load.Stages {
 		gc.Load.Stages[i].Line, wc.Load.Stages[i].Line = 0, 0
 	}

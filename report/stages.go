@@ -53,7 +53,14 @@ type StageSummary struct {
 	// output token (ms).
 	TTFT    Dist `json:"ttft_ms"`
 	ITLMean Num  `json:"itl_mean_ms"`
-	E2E     Dist `json:"e2e_ms"`
+	// ITLStream is the ITL mean as inference-perf takes it from the
+	// stream (ms): every gap between two consecutive lines of the
+	// completed responses, pooled over them — the sum of their E2E − TTFT
+	// over the sum of their lines less one (two lines per server-sent
+	// event, sim.Record.StreamEvents). Present only when the client model
+	// counted streams (inference-perf configs with api.streaming).
+	ITLStream *Num `json:"itl_stream_mean_ms,omitempty"`
+	E2E       Dist `json:"e2e_ms"`
 	// GaugeSamples counts the replicas' scrapes in the stage's part of the
 	// run (sim.StageResult); Waiting (requests) and KVUsage (share of
 	// blocks) are the mean, p90 and max of the scraped gauges over them.
@@ -80,6 +87,10 @@ type stageAcc struct {
 	outputTokens        int64
 	tpotSum             float64 // ms
 	tpotN               int
+	// streamSpan (ms) and streamGaps: the stream lines' gaps of the
+	// completed streamed requests (StageSummary.ITLStream).
+	streamSpan float64
+	streamGaps int64
 }
 
 // stageFor returns the accumulator of stage (created on first sight) and
@@ -122,6 +133,13 @@ func (a *Aggregator) addStage(r *sim.Record) {
 	if r.OutputTokens > 1 {
 		st.tpotSum += float64(r.E2E-r.TTFT) / 1e6 / float64(r.OutputTokens-1)
 		st.tpotN++
+	}
+	if r.StreamEvents > 0 {
+		// inference-perf (apis/completion.py) stamps every line it reads
+		// of the stream, the blank line after each event included: 2 per
+		// event, spanning first token to end.
+		st.streamSpan += float64(r.E2E-r.TTFT) / 1e6
+		st.streamGaps += 2*int64(r.StreamEvents) - 1
 	}
 	// stageOf stays nil while every measured sample is of the first
 	// stage seen (dense index 0), so one-stage runs keep nothing more.
@@ -219,6 +237,10 @@ func (a *Aggregator) stageSummaries(res *sim.Result) []StageSummary {
 		}
 		s.TTFT, s.E2E = dist(samples), dist(e2es)
 		s.ITLMean = ratio(st.tpotSum, float64(st.tpotN))
+		if st.streamGaps > 0 {
+			v := ratio(st.streamSpan, float64(st.streamGaps))
+			s.ITLStream = &v
+		}
 		out = append(out, s)
 	}
 	return out
@@ -262,16 +284,21 @@ func StageTable(s *Summary) (header []string, rows [][]string) {
 	if s == nil || len(s.Stages) == 0 {
 		return nil, nil
 	}
-	rates := false
+	rates, stream := false, false
 	for _, st := range s.Stages {
 		rates = rates || st.RequestedRate.Defined()
+		stream = stream || st.ITLStream != nil
 	}
 	header = []string{"stage"}
 	if rates {
 		header = append(header, "rate (req/s)")
 	}
 	header = append(header, "requests", "success", "req/s", "output tok/s", "TTFT mean (s)", "TTFT p50 (s)", "TTFT p90 (s)",
-		"ITL mean (ms)", "E2E mean (s)", "E2E p90 (s)", "waiting mean / p90 / max", "KV % mean / p90 / max")
+		"ITL mean (ms)")
+	if stream {
+		header = append(header, "ITL stream (ms)")
+	}
+	header = append(header, "E2E mean (s)", "E2E p90 (s)", "waiting mean / p90 / max", "KV % mean / p90 / max")
 	for _, st := range s.Stages {
 		row := []string{strconv.Itoa(st.Stage)}
 		if rates {
@@ -282,8 +309,15 @@ func StageTable(s *Summary) (header []string, rows [][]string) {
 			success = ff(100*st.SuccessRate.Float(), 2) + "%"
 		}
 		row = append(row, strconv.Itoa(st.Requests), success, fn(st.RequestsPerS, 3), fn(st.OutputTokensPerS, 1),
-			fn(msToS(st.TTFT.Mean), 3), fn(msToS(st.TTFT.P50), 3), fn(msToS(st.TTFT.P90), 3), fn(st.ITLMean, 2),
-			fn(msToS(st.E2E.Mean), 3), fn(msToS(st.E2E.P90), 3), gaugeCell(st.Waiting, 2, 0, 1), gaugeCell(st.KVUsage, 1, 1, 100))
+			fn(msToS(st.TTFT.Mean), 3), fn(msToS(st.TTFT.P50), 3), fn(msToS(st.TTFT.P90), 3), fn(st.ITLMean, 2))
+		if stream {
+			itl := Undefined()
+			if st.ITLStream != nil {
+				itl = *st.ITLStream
+			}
+			row = append(row, fn(itl, 2))
+		}
+		row = append(row, fn(msToS(st.E2E.Mean), 3), fn(msToS(st.E2E.P90), 3), gaugeCell(st.Waiting, 2, 0, 1), gaugeCell(st.KVUsage, 1, 1, 100))
 		rows = append(rows, row)
 	}
 	return header, rows

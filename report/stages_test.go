@@ -283,3 +283,45 @@ func TestOutputStages(t *testing.T) {
 		t.Errorf("summary.json stages %+v", st)
 	}
 }
+
+// TestStageITLStream: with the client model's stream event counts, a
+// stage's ITL is inference-perf's: the gaps between consecutive stream
+// lines (two per event) pooled over its completed requests. Two
+// requests: E2E − TTFT of 1,000 and 2,300 ms over 11 + 1 + 1 = 13 and
+// 21 + 2 = 23 events, so 25 + 45 = 70 gaps: 3,300 / 70 ms. Without
+// counts (other traces) the field and the table column are absent.
+func TestStageITLStream(t *testing.T) {
+	a := NewAggregator()
+	r0, r1 := stagedRecord(0, 0, 1, 100, 1100, 11), stagedRecord(1, 0, 3, 300, 2600, 21)
+	r0.StreamEvents, r1.StreamEvents = 13, 23
+	r2 := stagedRecord(2, 1, 20, 50, 550, 6) // stage 1: not streamed
+	for _, r := range []*sim.Record{&r0, &r1, &r2} {
+		a.Add(r)
+	}
+	s := a.Summary(&sim.Result{Replicas: []sim.ReplicaResult{{Name: "r0"}}})
+	if len(s.Stages) != 2 {
+		t.Fatalf("%d stages", len(s.Stages))
+	}
+	if got := s.Stages[0].ITLStream; got == nil || !near(*got, 3300.0/70) {
+		t.Errorf("stage 0 ITL stream %v, want %v", got, 3300.0/70)
+	}
+	if s.Stages[1].ITLStream != nil {
+		t.Errorf("stage 1 (no stream counts) has ITL stream %v", *s.Stages[1].ITLStream)
+	}
+	header, rows := StageTable(s)
+	if !slices.Contains(header, "ITL stream (ms)") || rows[0][slices.Index(header, "ITL stream (ms)")] != "47.14" ||
+		rows[1][slices.Index(header, "ITL stream (ms)")] != na {
+		t.Errorf("table %v %v", header, rows)
+	}
+	header, _ = StageTable(stagedRun(t))
+	if slices.Contains(header, "ITL stream (ms)") {
+		t.Errorf("a run without stream counts has the column: %v", header)
+	}
+	b, err := json.Marshal(stagedRun(t).Stages[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "itl_stream") {
+		t.Errorf("a stage without stream counts marshals %s", b)
+	}
+}

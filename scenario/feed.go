@@ -482,6 +482,15 @@ func (r *FeedReader) Stages() []workload.StagePlan {
 	return nil
 }
 
+// Client is the load generator's client model of the stream
+// (workload.Stream.Client; nil when it has none).
+func (r *FeedReader) Client() *workload.ClientPlan {
+	if c, ok := r.f.src.(interface{ Client() *workload.ClientPlan }); ok {
+		return c.Client()
+	}
+	return nil
+}
+
 // SkippedErrors returns the errors of the first skipped records, up to
 // Skipped of them.
 func (r *FeedReader) SkippedErrors() []error {

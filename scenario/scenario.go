@@ -252,6 +252,9 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 	if l.baseline && l.source == "oracle" {
 		opts.KVEventLag = 0 // the oracle baseline sees KV events without lag
 	}
+	// An inference-perf config's traffic goes through inference-perf's
+	// client (docs/workloads.md, "Client concurrency").
+	opts.Client = rd.Client()
 	agg := report.NewAggregator()
 	if l.FlowControl != nil {
 		agg.WithClasses()
@@ -300,6 +303,12 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 			if _, _, near, ok := StepScales(spec.Fleet, s); ok {
 				s.Knee.NearKnee = near
 			}
+		}
+	}
+	if c := opts.Client; c != nil {
+		s.Config.Environment["inference_perf_client"] = map[string]any{
+			"max_concurrency": c.MaxConcurrency, "num_workers": c.NumWorkers, "worker_max_concurrency": c.WorkerMaxConcurrency,
+			"request_timeout": time.Duration(c.Timeout).String(), "interval": time.Duration(c.Interval).String(),
 		}
 	}
 	if len(router.GPUPolls) > 0 {

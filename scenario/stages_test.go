@@ -15,9 +15,13 @@ import (
 // TestRunStages: an inference-perf ladder of two stages, evenly spaced
 // (--iperf-even-arrivals), reports each stage as cutting the run's records
 // by stage gives it. By hand: stage 0 sends int(2 × 10) = 20 requests at
-// 10 × k/20 s, k = 1 … 20, so from 0.5 s to 10 s: 20 requests over 9.5 s;
-// stage 1 starts interval + 1 = 2 s after that last arrival and sends
-// int(5 × 4) = 20 at 12 + 4 × k/20 s: from 12.2 s to 16 s, 20 over 3.8 s.
+// 10 × k/20 s, k = 1 … 20, so from 0.5 s to 10 s: 20 requests over 9.5 s.
+// Through inference-perf's client (enqueued 1 s before its schedule, at
+// -1 s, and polled every second from then), stage 0 ends at the first poll
+// after its last request ends, a fraction of a second after 10 s: at 11 s;
+// stage 1 is enqueued interval = 1 s later and its schedule starts 1 s
+// after that, at 13 s: int(5 × 4) = 20 requests at 13 + 4 × k/20 s, from
+// 13.2 s to 17 s, 20 over 3.8 s.
 func TestRunStages(t *testing.T) {
 	dir := t.TempDir()
 	profile := filepath.Join(dir, "ladder.yaml")
@@ -48,7 +52,16 @@ data:
 	}
 	hand := []struct {
 		rate, first, span float64
-	}{{2, 0.5, 9.5}, {5, 12.2, 3.8}}
+	}{{2, 0.5, 9.5}, {5, 13.2, 3.8}}
+	var end0 int64
+	for _, r := range recs {
+		if r.Stage == 0 {
+			end0 = max(end0, r.Completion)
+		}
+	}
+	if end0 <= 10*1e9 || end0 > 11*1e9 {
+		t.Fatalf("stage 0 ends at %d ns, not in (10 s, 11 s]", end0)
+	}
 	for k, st := range s.Stages {
 		h := hand[k]
 		if st.Stage != k || st.RequestedRate.Float() != h.rate || st.Requests != 20 || math.Abs(st.FirstArrivalS.Float()-h.first) > 1e-9 ||
@@ -84,10 +97,10 @@ data:
 			t.Errorf("stage %d gauges: %d samples, waiting %+v, KV %+v", k, st.GaugeSamples, st.Waiting, st.KVUsage)
 		}
 	}
-	// Stage 0's part of the run ends at stage 1's first arrival, 12.2 s:
-	// 12.2 s ÷ 50 ms = 244 scrapes from the first arrival at 0.5 s (10
+	// Stage 0's part of the run ends at stage 1's first arrival, 13.2 s:
+	// 13.2 s ÷ 50 ms = 264 scrapes from the first arrival at 0.5 s (10
 	// scrapes, 0 … 0.45 s, before it), on each of 2 replicas.
-	if got := s.Stages[0].GaugeSamples; got != 2*(244-10) {
-		t.Errorf("stage 0: %d gauge samples, want %d", got, 2*(244-10))
+	if got := s.Stages[0].GaugeSamples; got != 2*(264-10) {
+		t.Errorf("stage 0: %d gauge samples, want %d", got, 2*(264-10))
 	}
 }

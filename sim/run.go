@@ -73,6 +73,10 @@ type Options struct {
 	// fleet is refused (a *FleetError wrapping a *MemoryError) before any
 	// engine is built.
 	MaxFleetBytes int64
+	// Client, when set, runs inference-perf's load generator between the
+	// workload and the EPP (client.go): it decides when each request is
+	// sent. nil sends every request at its Arrival.
+	Client *workload.ClientPlan
 }
 
 // PDOptions are the costs of the P/D request path outside the engines
@@ -213,6 +217,11 @@ type Record struct {
 	// burst window, flow-control.md §14.1). Both are inside TTFT and E2E,
 	// apart from the engine's Queue.
 	FlowWait, ProducerWait int64
+	// StreamEvents is the number of server-sent events of a completed
+	// streamed response as the client model counts them (one per output
+	// token, the usage chunk, [DONE]); 0 without the client model
+	// (Options.Client) or a stream.
+	StreamEvents int
 	// HTTPStatus and Cause say how a rejected request was answered: the
 	// status the EPP (or, for a request the engine refused, vLLM) sent and
 	// a short cause (epp.Cause*, or "engine-rejected"); 0 and "" when the
@@ -311,8 +320,10 @@ const (
 	evNotify  // a decode pod's notification reaches the prefill pod
 	evFlowTick
 	evFlowSweep
-	evResume // a data producer's wait ends (burst window)
-	evDCGM   // the dcgm-exporters publish (gpu.go)
+	evResume    // a data producer's wait ends (burst window)
+	evDCGM      // the dcgm-exporters publish (gpu.go)
+	evTimeout   // the client model's timeout of a request (client.go)
+	evClientEnd // a response's end reaches the client model (client.go)
 )
 
 const kindShift = 56
@@ -478,6 +489,8 @@ type runner struct {
 	// gpu runs the dcgm-exporters and the EPP's DCGM polls (nil: the
 	// config has none).
 	gpu *gpuTelemetry
+	// client is inference-perf's load generator (nil: none).
+	client *client
 }
 
 // cancelPoll is how many events a run fires between two looks at its
@@ -647,6 +660,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	if r.gpu != nil {
 		r.loop.AtPhase(r.gpu.collect, Early, r, arg(evDCGM, 0))
 	}
+	if opts.Client != nil {
+		r.client = newClient(opts.Client)
+	}
 	r.pull()
 	if r.err == nil {
 		r.loop.Run(-1)
@@ -659,6 +675,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	r.res.Events = r.loop.Fired() - r.samples
 	if r.gpu != nil {
 		r.res.Events -= r.gpu.ticks
+	}
+	if r.client != nil {
+		r.res.Events -= r.client.timers
 	}
 	r.res.SimTime = r.lastEvent
 	r.res.InFlight = len(r.slotByID)
@@ -700,6 +719,10 @@ func sameModel(fleet []ReplicaSpec) error {
 
 // pull reads the next request and schedules its arrival.
 func (r *runner) pull() {
+	if r.client != nil {
+		r.clientPull()
+		return
+	}
 	if r.srcDone {
 		return
 	}
@@ -708,14 +731,8 @@ func (r *runner) pull() {
 		return
 	}
 	wr, err := r.src.Next()
-	if err == io.EOF {
-		r.srcDone = true
-		return
-	}
 	if err != nil {
-		// Trace errors already name the file, line and field; they reach
-		// the user exactly as `eppsim trace inspect` prints them.
-		r.fail(err)
+		r.srcEnd(err)
 		return
 	}
 	if r.opts.Duration > 0 && wr.Arrival > r.opts.Duration {
@@ -726,6 +743,18 @@ func (r *runner) pull() {
 	r.res.Injected++
 	r.next = wr
 	r.at(max(wr.Arrival, r.loop.Now()), evArrival, 0)
+}
+
+// srcEnd ends the reading of the workload on the source's io.EOF or
+// error.
+func (r *runner) srcEnd(err error) {
+	if err == io.EOF {
+		r.srcDone = true
+		return
+	}
+	// Trace errors already name the file, line and field; they reach the
+	// user exactly as `eppsim trace inspect` prints them.
+	r.fail(err)
 }
 
 // at schedules an event that can change the simulation (every kind but the
@@ -749,7 +778,7 @@ func (r *runner) fail(err error) {
 func (r *runner) Fire(now int64, a uint64) {
 	idx := int(a & (1<<kindShift - 1))
 	kind := a >> kindShift
-	if kind != evScrape && kind != evSample && kind != evDCGM {
+	if kind != evScrape && kind != evSample && kind != evDCGM && kind != evTimeout {
 		r.work--
 	}
 	if r.done != nil && r.loop.Fired()%cancelPoll == 0 {
@@ -764,8 +793,15 @@ func (r *runner) Fire(now int64, a uint64) {
 	case evArrival:
 		wr := r.next
 		r.next = nil
+		r.clientSent(now, wr)
 		r.arrive(now, wr)
 		r.pull()
+	case evTimeout:
+		if !r.clientTimeout(now, int64(idx)) {
+			return
+		}
+	case evClientEnd:
+		r.clientEnd(now)
 	case evRelease:
 		wr := r.parked[int64(idx)]
 		delete(r.parked, int64(idx))
@@ -1167,8 +1203,17 @@ func (r *runner) evict(now int64, req *epp.Request) {
 	if !ok || r.flights[slot].er != req {
 		return // its response already completed
 	}
+	f := r.abort(now, slot)
+	r.router.ResponseComplete(&epp.Cycle{Now: now}, f.er, f.res)
+	r.reject(f, epp.EvictedError())
+}
+
+// abort ends the in-flight request of slot where it is: its engines drop
+// it (a P/D prefill pod is told to free a finished prefill leg's blocks).
+// The caller finishes its record.
+func (r *runner) abort(now int64, slot int) *flight {
 	f := r.flights[slot]
-	delete(r.slotByID, id)
+	delete(r.slotByID, f.wr.ID)
 	f.aborted = true
 	switch {
 	case f.pending:
@@ -1187,8 +1232,7 @@ func (r *runner) evict(now int64, req *epp.Request) {
 		r.kick(now, f.prefill)
 	}
 	r.observe(now)
-	r.router.ResponseComplete(&epp.Cycle{Now: now}, f.er, f.res)
-	r.reject(f, epp.EvictedError())
+	return f
 }
 
 // freeSlot releases the slot of a flight no longer listed by ID.
@@ -1532,6 +1576,7 @@ func (r *runner) finish(f *flight) {
 			}
 		}
 	}
+	r.clientEnded(f)
 	if r.opts.OnRecord != nil {
 		r.opts.OnRecord(&f.rec)
 	}

@@ -93,12 +93,15 @@ type InferencePerfLoad struct {
 	Interval float64
 	Stages   []InferencePerfStage
 	// The client's concurrency: num_workers processes with
-	// worker_max_concurrency requests in flight each (0: not given). eppsim
-	// records them but does not cap concurrency (docs/workloads.md).
+	// worker_max_concurrency requests in flight each (0: not given;
+	// HasNumWorkers tells num_workers: 0, inference-perf's single-process
+	// path, from an absent key). The client model caps the requests in
+	// flight at their product (ClientPlan, docs/workloads.md).
 	NumWorkers           int
+	HasNumWorkers        bool
 	WorkerMaxConcurrency int
-	// RequestTimeout is load.request_timeout in seconds (0: none); recorded,
-	// not simulated.
+	// RequestTimeout is load.request_timeout in seconds (0: none), the
+	// client model's per-request timeout when given (ClientPlan).
 	RequestTimeout float64
 }
 
@@ -570,6 +573,7 @@ func (p *iperfParser) load(n *yaml.Node, path string, l *InferencePerfLoad, seen
 		case "num_workers":
 			if !isNull(v) {
 				l.NumWorkers, err = p.integer(v, f, 0, math.MaxInt32)
+				l.HasNumWorkers = true
 			}
 		case "worker_max_concurrency":
 			if !isNull(v) {

@@ -30,6 +30,22 @@ type InferencePerfOptions struct {
 	// enable_multi_turn_chat: true). By default they are ignored, as the
 	// inference-perf build of the recorded runs did.
 	AliasKeys bool
+	// OpenLoop turns the client model off (Stream.Client returns nil):
+	// every request is sent at its scheduled time whatever is in flight,
+	// and a stage's schedule starts Load.Interval + 1 s after the previous
+	// stage's last arrival. By default sim runs inference-perf v0.2.0's
+	// client (ClientPlan).
+	OpenLoop bool
+	// CPUs is the load generator machine's CPU count, from which
+	// num_workers defaults when the config omits it (0:
+	// DefaultIPerfCPUs).
+	CPUs int
+	// MaxConcurrency, when > 0, replaces num_workers ×
+	// worker_max_concurrency as the cap on requests in flight.
+	MaxConcurrency int
+	// RequestTimeout, when > 0, replaces the per-request timeout (ns):
+	// load.request_timeout, else DefaultIPerfRequestTimeout.
+	RequestTimeout int64
 }
 
 // DefaultTokenInflation is the mean excess of the measured prompt lengths of
@@ -155,12 +171,15 @@ type iperfReader struct {
 	// random and synthetic: lengths by the request's number in its stage
 	inLens, outLens []int32
 
-	rng    *rand.Rand // arrivals
-	stage  int
-	n      int // requests of the current stage emitted
-	sched  iperfSchedule
-	last   float64 // last arrival, s
-	nextID int64
+	rng   *rand.Rand // arrivals
+	stage int
+	n     int // requests of the current stage emitted
+	sched iperfSchedule
+	last  float64 // last arrival, s
+	// stageStart is the current stage's schedule start, s
+	// (Request.StageStart).
+	stageStart float64
+	nextID     int64
 }
 
 // inflate is the token count of a random segment of nominal length n.
@@ -171,6 +190,9 @@ func (r *iperfReader) inflate(n int) int {
 func newIPerfReader(cfg *InferencePerfConfig, o *Options, userModel string) (*iperfReader, error) {
 	infl, err := o.InferencePerf.inflation()
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	if err := o.InferencePerf.checkClient(); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	lx, err := o.Tokenizer.Lexicon(o.BytesPerToken)
@@ -417,13 +439,14 @@ func (r *iperfReader) next() (*Request, error) {
 		}
 		// inference-perf waits for the stage's requests to complete, then
 		// load.interval, then schedules the next stage 1 s ahead.
-		r.sched.reset(r.cfg.Load, stages[r.stage], r.last+r.cfg.Load.Interval+1, r.opt.InferencePerf.EvenArrivals)
+		r.stageStart = r.last + r.cfg.Load.Interval + 1
+		r.sched.reset(r.cfg.Load, stages[r.stage], r.stageStart, r.opt.InferencePerf.EvenArrivals)
 	}
 	t := r.sched.next(r.rng)
 	r.last = t
 	req := &Request{
 		ID: r.nextID, Prev: -1, Arrival: int64(math.Round(t * 1e9)), Model: r.model,
-		Endpoint: r.endpoint, Stage: r.stage, Headers: r.cfg.Headers,
+		Endpoint: r.endpoint, Stage: r.stage, StageStart: int64(math.Round(r.stageStart * 1e9)), Headers: r.cfg.Headers,
 	}
 	n := r.n
 	r.n++

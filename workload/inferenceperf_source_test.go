@@ -60,6 +60,17 @@ func FuzzInferencePerf(f *testing.F) {
 			reqs = append(reqs, r)
 		}
 		checkInvariants(t, reqs)
+		// The client model: a cap (0: none) and a timeout, one count per
+		// stage; every request inside its stage's schedule.
+		p := s.Client()
+		if p == nil || p.MaxConcurrency < 0 || p.Timeout <= 0 || p.Interval < 0 || len(p.StageRequests) != len(c.Load.Stages) {
+			t.Fatalf("client %+v for %d stages", p, len(c.Load.Stages))
+		}
+		for _, r := range reqs {
+			if r.Arrival < r.StageStart || r.Stage >= len(p.StageRequests) {
+				t.Fatalf("request %d of stage %d at %d, its stage starting at %d", r.ID, r.Stage, r.Arrival, r.StageStart)
+			}
+		}
 	})
 }
 

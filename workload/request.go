@@ -76,7 +76,15 @@ type Request struct {
 	// load.stages; OpenAI JSONL: x_stage), so that latency can be reported
 	// per stage. It is 0 for traces without stages.
 	Stage int
-	Line  int // 1-based source line (0 for synthesized requests)
+	// StageStart is when the request's load stage begins its schedule (ns,
+	// on Arrival's clock): Arrival - StageStart is the request's place in
+	// its stage's schedule. Only inference-perf configs set it (0
+	// otherwise): inference-perf starts a stage once the previous one has
+	// completed, which a client model (ClientPlan) knows only as it
+	// simulates, so it shifts each stage's arrivals to where that stage
+	// really begins.
+	StageStart int64
+	Line       int // 1-based source line (0 for synthesized requests)
 	// Memo, when set, holds what simulations derive from this request
 	// alone (the engines' block-hash chain, the EPP's body-derived values),
 	// computed once for all the simulations that replay it (scenario's

@@ -63,6 +63,7 @@ func (s *Stream) Next() (*Request, error) {
 		if s.scale != 1 {
 			// floor(a·s) <= floor(p·s) + ceil(t·s) keeps Arrival <= prev + think.
 			r.Arrival = int64(math.Floor(float64(r.Arrival) * s.scale))
+			r.StageStart = int64(math.Floor(float64(r.StageStart) * s.scale))
 			r.ThinkTime = int64(math.Ceil(float64(r.ThinkTime) * s.scale))
 		}
 		if s.classes != nil {
@@ -122,6 +123,25 @@ type StagePlan struct {
 	// Requests is how many requests the stage sends, int(rate × duration)
 	// of the config.
 	Requests int
+}
+
+// Client returns the load generator's client model of the traffic's
+// source, after --time-scale, or nil when it has none: only an
+// inference-perf config has one (ClientPlan), unless
+// InferencePerfOptions.OpenLoop.
+func (s *Stream) Client() *ClientPlan {
+	c, ok := s.rd.(interface{ client() *ClientPlan })
+	if !ok {
+		return nil
+	}
+	p := c.client()
+	if p == nil {
+		return nil
+	}
+	p.Interval = int64(math.Floor(float64(p.Interval) * s.scale))
+	p.Lead = int64(math.Floor(float64(p.Lead) * s.scale))
+	p.Poll = int64(math.Floor(float64(p.Poll) * s.scale))
+	return p
 }
 
 // Stages returns the load stages the source declares, in order (stage k

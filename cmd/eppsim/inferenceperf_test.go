@@ -193,3 +193,73 @@ data:
 		t.Errorf("one stage printed a per-stage table:\n%s", stdout)
 	}
 }
+
+// TestRunInferencePerfClient: inference-perf configs run through the
+// client model by default (summary environment inference_perf_client);
+// --iperf-max-concurrency 1 sends one request at a time, so the send span
+// grows; --iperf-open-loop sends on schedule; bad client flag values exit
+// 2 naming the flag.
+func TestRunInferencePerfClient(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "ladder.yaml")
+	ladder := `load:
+  type: constant
+  stages: [{rate: 4, duration: 5}, {rate: 8, duration: 5}]
+api: {streaming: true}
+data:
+  type: shared_prefix
+  shared_prefix: {num_groups: 2, num_prompts_per_group: 2, system_prompt_len: 500, question_len: 50, output_len: 40}
+`
+	if err := os.WriteFile(profile, []byte(ladder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trace := workload.InferencePerfPrefix + profile
+	type stage struct {
+		Requests  int      `json:"requests"`
+		SendSpan  float64  `json:"send_span_s"`
+		ITLStream *float64 `json:"itl_stream_mean_ms"`
+	}
+	doc := func(args ...string) (map[string]any, []stage) {
+		t.Helper()
+		out, _, err := runCLI(t, append([]string{"run", "--trace", trace, "--replicas", "2", "--epp-config", "round-robin", "--json"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Runs map[string]struct {
+				Config struct {
+					Environment map[string]any `json:"environment"`
+				} `json:"config"`
+				Stages []stage `json:"stages"`
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		r := d.Runs["round-robin"]
+		c, _ := r.Config.Environment["inference_perf_client"].(map[string]any)
+		return c, r.Stages
+	}
+	c, st := doc()
+	if c["max_concurrency"] != 22400.0 || c["request_timeout"] != "5m0s" || len(st) != 2 || st[0].ITLStream == nil || st[0].SendSpan > 5 {
+		t.Errorf("default client %v, stages %+v", c, st)
+	}
+	_, one := doc("--iperf-max-concurrency", "1")
+	if one[0].SendSpan <= st[0].SendSpan || one[1].SendSpan <= st[1].SendSpan {
+		t.Errorf("one at a time: send spans %+v, default %+v", one, st)
+	}
+	c, open := doc("--iperf-open-loop")
+	if c != nil || open[0].ITLStream != nil {
+		t.Errorf("open loop: client %v, stages %+v", c, open)
+	}
+	for _, tc := range []struct{ flag, val, want string }{
+		{"--iperf-cpus", "0", "--iperf-cpus 0: must be at least 1"},
+		{"--iperf-max-concurrency", "-3", "--iperf-max-concurrency -3: must be > 0"},
+		{"--iperf-request-timeout", "-1s", "--iperf-request-timeout -1s: must be > 0"},
+	} {
+		_, _, err := runCLI(t, "run", "--trace", trace, tc.flag, tc.val)
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %s: err %v (exit %d), want exit 2 with %q", tc.flag, tc.val, err, exitCode(err), tc.want)
+		}
+	}
+}

@@ -120,6 +120,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.sampleEvery, "timeseries-interval", 10*time.Second, "time-series sampling period (with --out; at least 10ms)")
 	fl.BoolVar(&f.checkInvar, "check-invariants", false, "verify replica invariants after every step (slow; debugging)")
 	f.iperf.register(fl)
+	f.iperf.registerClient(fl)
 	fl.StringArrayVar(&f.classes, "priority-class", nil, "a priority class of the workload, NAME=PRIORITY:SHARE (repeatable): an InferenceObjective NAME of that priority, sent (x-llm-d-inference-objective) by that share of the sessions (shares are weights); requests whose trace names an objective keep it (docs/workloads.md, docs/flow-control.md)")
 	fl.StringArrayVar(&f.objectives, "inference-objective", nil, "an InferenceObjective the EPP knows, NAME=PRIORITY or NAME (no priority) (repeatable): for traces whose requests name objectives (x_objective, x_headers, inference-perf api.headers)")
 	fl.StringVar(&f.fairnessID, "fairness-id", "none", "fairness ID (x-llm-d-inference-fairness-id) of requests that carry none: none (the EPP's default-flow), session (the session id) or class (the objective)")
