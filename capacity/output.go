@@ -1,0 +1,606 @@
+package capacity
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/eppsim/eppsim/report"
+)
+
+// Output files of a search (--out DIR).
+const (
+	JSONFile    = "capacity.json"
+	CurvesFile  = "curves.csv"
+	MarkdownOut = "capacity.md"
+	PlotReplica = "replicas"
+)
+
+// JSON is the result as capacity.json holds it.
+func (r *Result) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Write writes capacity.json, curves.csv, capacity.md and the plots into
+// dir (each through a temporary file).
+func Write(dir string, r *Result, dpi int) error {
+	j, err := r.JSON()
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{{JSONFile, j}, {CurvesFile, r.CurvesCSV()}, {MarkdownOut, []byte(r.Markdown())}}
+	for _, f := range files {
+		if err := report.WriteFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+			return err
+		}
+	}
+	return r.writePlots(dir, dpi)
+}
+
+// replicaSearch reports whether the result answers --rate's question.
+func (r *Result) replicaSearch() bool { return r.Question == "min-replicas" }
+
+// Answer is a configuration's answer as a table cell.
+func (r *Result) Answer(c *Config) string {
+	switch {
+	case r.replicaSearch() && c.Found:
+		return plural(c.MinReplicas, "replica")
+	case !r.replicaSearch() && c.Found:
+		return fmtRate(c.MaxRate) + " req/s (×" + fmtNum(c.MaxMultiplier) + ")"
+	case !r.replicaSearch() && c.MaxRate > 0:
+		return "≥ " + fmtRate(c.MaxRate) + " req/s"
+	}
+	return "none"
+}
+
+// Margin is the distance to the next point as a table cell.
+func (r *Result) Margin(c *Config) string {
+	switch {
+	case !c.Found || (r.replicaSearch() && c.NextReplicas == 0):
+		return "–"
+	case r.replicaSearch():
+		return plural(c.NextReplicas, "replica") + " fail"
+	}
+	return fmt.Sprintf("+%.1f%%: %s req/s fails", 100*c.Margin, fmtRate(c.NextRate))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+func fmtRate(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+
+// Table is the plain-text answer table.
+func (r *Result) Table() string {
+	head := []string{"config", "max rate", "binding SLO term", "binding replica limit", "margin to the next point"}
+	if r.replicaSearch() {
+		head[1] = "min replicas"
+	}
+	rows := [][]string{head}
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		bl := c.BindingLimit
+		if bl == "" {
+			bl = "–"
+		}
+		bt := c.Binding
+		if bt == "" {
+			bt = "–"
+		}
+		rows = append(rows, []string{c.Name, r.Answer(c), bt, bl, r.Margin(c)})
+	}
+	width := make([]int, len(head))
+	for _, row := range rows {
+		for i, cell := range row {
+			width[i] = max(width[i], len([]rune(cell)))
+		}
+	}
+	var b strings.Builder
+	for k, row := range rows {
+		for i, cell := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			b.WriteString(cell)
+			if i < len(row)-1 {
+				b.WriteString(strings.Repeat(" ", width[i]-len([]rune(cell))))
+			}
+		}
+		b.WriteByte('\n')
+		if k == 0 {
+			for i := range head {
+				if i > 0 {
+					b.WriteString("  ")
+				}
+				b.WriteString(strings.Repeat("-", width[i]))
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// Findings are "What this run shows": each configuration's answer in a
+// sentence, the best against the others, and how much the early stop
+// spared.
+func (r *Result) Findings() []string {
+	var out []string
+	slo := strings.Join(r.termLabels(), " and ")
+	var found []*Config
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		if c.Note != "" && !c.Found {
+			out = append(out, c.Name+": "+c.Note+".")
+		}
+		if c.Found {
+			found = append(found, c)
+		}
+	}
+	if len(found) >= 2 && !r.replicaSearch() {
+		best, worst := found[0], found[0]
+		for _, c := range found[1:] {
+			if c.MaxRate > best.MaxRate {
+				best = c
+			}
+			if c.MaxRate < worst.MaxRate {
+				worst = c
+			}
+		}
+		if best != worst {
+			s := fmt.Sprintf("%s sustains %.2f× %s's rate at %s on this traffic (%s against %s req/s)",
+				best.Name, best.MaxRate/worst.MaxRate, worst.Name, slo, fmtRate(best.MaxRate), fmtRate(worst.MaxRate))
+			if best.MaxRate/worst.MaxRate-1 <= 2*r.Tolerance {
+				s += fmt.Sprintf("; within twice the search's tolerance (%g%%), so no clear difference", 100*r.Tolerance)
+			}
+			out = append(out, s+bindingClause(found)+".")
+		}
+	}
+	if len(found) >= 2 && r.replicaSearch() {
+		best, worst := found[0], found[0]
+		for _, c := range found[1:] {
+			if c.MinReplicas < best.MinReplicas {
+				best = c
+			}
+			if c.MinReplicas > worst.MinReplicas {
+				worst = c
+			}
+		}
+		if best != worst {
+			out = append(out, fmt.Sprintf("at %s req/s, %s holds %s with %s, %s needs %d%s.",
+				fmtRate(r.Rate), best.Name, slo, plural(best.MinReplicas, "replica"), worst.Name, worst.MinReplicas, bindingClause(found)))
+		} else {
+			out = append(out, fmt.Sprintf("at %s req/s every configuration needs %s to hold %s%s.",
+				fmtRate(r.Rate), plural(best.MinReplicas, "replica"), slo, bindingClause(found)))
+		}
+	}
+	if len(found) == 1 {
+		c := found[0]
+		if r.replicaSearch() {
+			out = append(out, fmt.Sprintf("%s holds %s at %s req/s with %s%s.", c.Name, slo, fmtRate(r.Rate), plural(c.MinReplicas, "replica"), bindingClause(found)))
+		} else {
+			out = append(out, fmt.Sprintf("%s sustains %s req/s at %s with %s%s.", c.Name, fmtRate(c.MaxRate), slo, plural(r.Replicas, "replica"), bindingClause(found)))
+		}
+	}
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		if c.Utilization > 1 {
+			out = append(out, fmt.Sprintf("%s: at its answer the busiest replica runs at %.1f× its sustainable rate (the knee): the SLO holds only because the traffic ends before the queue grows past it; a longer trace at that rate would not hold it.", c.Name, c.Utilization))
+		}
+	}
+	if n := r.Stats.Full + r.Stats.Stopped; n > 0 && r.EarlyStop {
+		total := r.Stats.Requests + r.Stats.Skipped
+		out = append(out, fmt.Sprintf("%d simulations, %d of them stopped early once the SLO could no longer hold: they spared %d of %d requests (%.0f%%).",
+			n, r.Stats.Stopped, r.Stats.Skipped, total, 100*float64(r.Stats.Skipped)/float64(max(total, 1))))
+	}
+	return out
+}
+
+// bindingClause says what binds the configurations: "; both are bound by
+// kv_blocks" or "; bound by max_num_seqs (precise), kv_blocks (default)".
+func bindingClause(cs []*Config) string {
+	var limits, terms []string
+	for _, c := range cs {
+		limits = append(limits, c.BindingLimit)
+		terms = append(terms, c.Binding)
+	}
+	same := func(v []string) bool {
+		for _, x := range v[1:] {
+			if x != v[0] {
+				return false
+			}
+		}
+		return v[0] != ""
+	}
+	var parts []string
+	if same(terms) {
+		parts = append(parts, "the binding SLO term is "+terms[0])
+	}
+	switch {
+	case same(limits) && len(cs) == 1:
+		parts = append(parts, "the busiest replica is bound by "+limits[0])
+	case same(limits) && len(cs) == 2:
+		parts = append(parts, "both are bound by "+limits[0])
+	case same(limits):
+		parts = append(parts, "all are bound by "+limits[0])
+	default:
+		var each []string
+		for _, c := range cs {
+			if c.BindingLimit != "" {
+				each = append(each, c.BindingLimit+" ("+c.Name+")")
+			}
+		}
+		if len(each) > 0 {
+			parts = append(parts, "bound by "+strings.Join(each, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}
+
+func (r *Result) termLabels() []string {
+	var out []string
+	for _, s := range r.SLO {
+		t, err := ParseTerm(s)
+		if err != nil {
+			out = append(out, s)
+			continue
+		}
+		out = append(out, t.Label())
+	}
+	return out
+}
+
+func (r *Result) terms() []Term {
+	var out []Term
+	for _, s := range r.SLO {
+		if t, err := ParseTerm(s); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Markdown is capacity.md: the question, the table, the findings, the
+// plots and the knee curve's points.
+func (r *Result) Markdown() string {
+	var b strings.Builder
+	b.WriteString("# Capacity\n\n")
+	if r.replicaSearch() {
+		fmt.Fprintf(&b, "Fewest replicas that hold %s at %s req/s", strings.Join(r.termLabels(), " and "), fmtRate(r.Rate))
+	} else {
+		fmt.Fprintf(&b, "Highest rate that %d replicas sustain at %s (tolerance %g%%; the traffic as given runs at %s req/s)",
+			r.Replicas, strings.Join(r.termLabels(), " and "), 100*r.Tolerance, fmtRate(r.BaseRate))
+	}
+	fmt.Fprintf(&b, ", seeds %s.\n\n", seedList(r.Seeds))
+	b.WriteString("| config | " + map[bool]string{true: "min replicas", false: "max rate"}[r.replicaSearch()] +
+		" | binding SLO term | binding replica limit | margin to the next point |\n|---|---|---|---|---|\n")
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.Name, r.Answer(c), orDash(c.Binding), orDash(c.BindingLimit), r.Margin(c))
+	}
+	b.WriteString("\n## What this run shows\n\n")
+	for _, f := range r.Findings() {
+		b.WriteString("- " + f + "\n")
+	}
+	b.WriteString("\n## Plots\n\n")
+	for _, t := range r.terms() {
+		fmt.Fprintf(&b, "![%s](%s.svg)\n", t.Label(), plotName(t))
+	}
+	fmt.Fprintf(&b, "![replicas against rate](%s.svg)\n", PlotReplica)
+	b.WriteString("\n## Points\n\nEvery simulated point (`curves.csv` has one row per seed); a run stopped early violates its SLO and measured nothing else.\n\n")
+	x := "rate (req/s)"
+	if r.replicaSearch() {
+		x = "replicas"
+	}
+	terms := r.terms()
+	b.WriteString("| config | " + x + " | holds |")
+	for _, t := range terms {
+		b.WriteString(" " + t.Key() + " |")
+	}
+	b.WriteString(" utilization | binding limit |\n|---|---|---|")
+	for range terms {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|---|\n")
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		for _, p := range c.Points {
+			xv := fmtRate(p.Rate)
+			if r.replicaSearch() {
+				xv = strconv.Itoa(p.Replicas)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s |", c.Name, xv, map[bool]string{true: "yes", false: "no"}[p.Holds])
+			for _, t := range terms {
+				lo, mean, hi, n, stopped := pointStat(&p, t)
+				cell := "stopped early"
+				if n > 0 {
+					cell = fmtNum(mean)
+					if n > 1 {
+						cell += " (" + fmtNum(lo) + "–" + fmtNum(hi) + ")"
+					}
+					if stopped > 0 {
+						cell += fmt.Sprintf("; %d stopped", stopped)
+					}
+				}
+				b.WriteString(" " + cell + " |")
+			}
+			u, lim := "–", "–"
+			if k := p.Runs[0].Knee; k != nil {
+				if k.BusiestUtilization.Defined() {
+					u = strconv.FormatFloat(k.BusiestUtilization.Float(), 'f', 2, 64)
+				}
+				lim = orDash(k.Binding)
+			}
+			fmt.Fprintf(&b, " %s | %s |\n", u, lim)
+		}
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func seedList(seeds []uint64) string {
+	var s []string
+	for _, x := range seeds {
+		s = append(s, strconv.FormatUint(x, 10))
+	}
+	return strings.Join(s, ", ")
+}
+
+// pointStat is a term's value at a point over its full runs: min, mean,
+// max, how many, and how many runs stopped early.
+func pointStat(p *Point, t Term) (lo, mean, hi float64, n, stopped int) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, r := range p.Runs {
+		if r.StoppedEarly != "" {
+			stopped++
+			continue
+		}
+		v, ok := r.Values[t.Key()]
+		if !ok || !v.Defined() {
+			continue
+		}
+		x := v.Float()
+		lo, hi, mean = math.Min(lo, x), math.Max(hi, x), mean+x
+		n++
+	}
+	if n > 0 {
+		mean /= float64(n)
+	}
+	return lo, mean, hi, n, stopped
+}
+
+// CurvesCSV is the knee curve: one row per configuration, point and seed,
+// with every term's value (empty when the run stopped early or the value
+// is undefined) and the run's knee and TTFT p99 interval where they exist.
+func (r *Result) CurvesCSV() []byte {
+	var b bytes.Buffer
+	terms := r.terms()
+	b.WriteString("config,rate_multiplier,rate_per_s,replicas,seed,holds,stopped_early")
+	for _, t := range terms {
+		b.WriteString("," + csvField(t.Key()))
+	}
+	b.WriteString(",utilization,binding_limit,ttft_p99_low_ms,ttft_p99_high_ms\n")
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		for _, p := range c.Points {
+			for _, run := range p.Runs {
+				fmt.Fprintf(&b, "%s,%s,%s,%d,%d,%t,%t", csvField(c.Name), fmtNum(p.Multiplier), fmtRate(p.Rate), p.Replicas, run.Seed, run.Holds, run.StoppedEarly != "")
+				for _, t := range terms {
+					b.WriteByte(',')
+					if v, ok := run.Values[t.Key()]; ok && v.Defined() {
+						b.WriteString(strconv.FormatFloat(v.Float(), 'g', 8, 64))
+					}
+				}
+				u, lim, lo, hi := "", "", "", ""
+				if k := run.Knee; k != nil {
+					if k.BusiestUtilization.Defined() {
+						u = strconv.FormatFloat(k.BusiestUtilization.Float(), 'f', 4, 64)
+					}
+					lim = k.Binding
+				}
+				if iv := run.Intervals; iv != nil && iv.TTFTP99[0].Defined() && iv.TTFTP99[1].Defined() {
+					lo = strconv.FormatFloat(iv.TTFTP99[0].Float(), 'f', 1, 64)
+					hi = strconv.FormatFloat(iv.TTFTP99[1].Float(), 'f', 1, 64)
+				}
+				fmt.Fprintf(&b, ",%s,%s,%s,%s\n", u, lim, lo, hi)
+			}
+		}
+	}
+	return b.Bytes()
+}
+
+func csvField(s string) string {
+	if strings.ContainsAny(s, ",\"\n") {
+		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return s
+}
+
+// plotName is a term's plot file name (without extension).
+func plotName(t Term) string {
+	return "slo-" + strings.NewReplacer(":", "-").Replace(t.Key())
+}
+
+var lineColors = []color.Color{
+	color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
+	color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
+	color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255},
+}
+
+// writePlots draws each SLO term's metric against rate (or replicas), per
+// configuration (the mean over seeds, the seeds' range as error bars where
+// there are several), the bound as a dashed line and the found point
+// ringed; and replicas against rate.
+func (r *Result) writePlots(dir string, dpi int) error {
+	for _, t := range r.terms() {
+		p := r.termPlot(t)
+		if err := report.SavePlot(dir, plotName(t), inches(7), inches(4.5), dpi, p.Draw); err != nil {
+			return err
+		}
+	}
+	p := r.replicaPlot()
+	return report.SavePlot(dir, PlotReplica, inches(7), inches(4.5), dpi, p.Draw)
+}
+
+func inches(x float64) vg.Length { return vg.Length(x) * vg.Inch }
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text, p.Y.Label.Text = x, y
+	p.X.Tick.Marker, p.Y.Tick.Marker = report.PlainTicks{}, report.PlainTicks{}
+	g := plotter.NewGrid()
+	g.Vertical.Color, g.Horizontal.Color = color.Gray{Y: 225}, color.Gray{Y: 225}
+	p.Add(g)
+	p.Legend.Top = true
+	return p
+}
+
+func (r *Result) xOf(p *Point) float64 {
+	if r.replicaSearch() {
+		return float64(p.Replicas)
+	}
+	return p.Rate
+}
+
+func (r *Result) termPlot(t Term) *plot.Plot {
+	x := "rate (requests/s)"
+	if r.replicaSearch() {
+		x = "replicas"
+	}
+	unit := " (ms)"
+	if t.Metric == "success" {
+		unit = " (share)"
+	}
+	title := t.Label() + " against " + strings.TrimSuffix(x, " (requests/s)")
+	p := newPlot(title, x, t.Key()+unit)
+	xmin, xmax := math.Inf(1), math.Inf(-1)
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		col := lineColors[i%len(lineColors)]
+		var xys plotter.XYs
+		var bars plotter.YErrors
+		var stopped plotter.XYs
+		var found plotter.XYs
+		for _, pt := range c.Points {
+			xv := r.xOf(&pt)
+			xmin, xmax = math.Min(xmin, xv), math.Max(xmax, xv)
+			lo, mean, hi, n, st := pointStat(&pt, t)
+			if n == 0 {
+				if st > 0 {
+					stopped = append(stopped, plotter.XY{X: xv, Y: t.Bound})
+				}
+				continue
+			}
+			xys = append(xys, plotter.XY{X: xv, Y: mean})
+			bars = append(bars, struct{ Low, High float64 }{mean - lo, hi - mean})
+			if c.Found && ((r.replicaSearch() && pt.Replicas == c.MinReplicas) || (!r.replicaSearch() && pt.Multiplier == c.MaxMultiplier)) {
+				found = append(found, plotter.XY{X: xv, Y: mean})
+			}
+		}
+		if len(xys) > 0 {
+			l, s, err := plotter.NewLinePoints(xys)
+			if err == nil {
+				l.Color, s.Color = col, col
+				s.Shape = draw.CircleGlyph{}
+				p.Add(l, s)
+				p.Legend.Add(c.Name, l, s)
+				if len(r.Seeds) > 1 {
+					if eb, err := plotter.NewYErrorBars(struct {
+						plotter.XYs
+						plotter.YErrors
+					}{xys, bars}); err == nil {
+						eb.Color = col
+						p.Add(eb)
+					}
+				}
+			}
+		}
+		if len(stopped) > 0 {
+			if s, err := plotter.NewScatter(stopped); err == nil {
+				s.Color, s.Shape, s.Radius = col, draw.CrossGlyph{}, vg.Points(4)
+				p.Add(s)
+			}
+		}
+		if len(found) > 0 {
+			if s, err := plotter.NewScatter(found); err == nil {
+				s.Color, s.Shape, s.Radius = col, draw.CircleGlyph{}, vg.Points(7)
+				s.Shape = draw.RingGlyph{}
+				p.Add(s)
+			}
+		}
+	}
+	if xmin <= xmax {
+		bound := plotter.XYs{{X: xmin, Y: t.Bound}, {X: xmax, Y: t.Bound}}
+		if l, err := plotter.NewLine(bound); err == nil {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			l.Color = color.Gray{Y: 80}
+			p.Add(l)
+			p.Legend.Add("SLO "+t.boundText()+" (× : stopped early, ring: found)", l)
+		}
+	}
+	return p
+}
+
+// replicaPlot draws each configuration's answer as replicas against rate,
+// with the line through the origin that linear scaling would give.
+func (r *Result) replicaPlot() *plot.Plot {
+	p := newPlot("replicas against rate (dashed: linear scaling through the answer)", "rate (requests/s)", "replicas")
+	p.Y.Tick.Marker = plot.DefaultTicks{}
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		if !c.Found {
+			continue
+		}
+		col := lineColors[i%len(lineColors)]
+		var pt plotter.XY
+		if r.replicaSearch() {
+			pt = plotter.XY{X: r.Rate, Y: float64(c.MinReplicas)}
+		} else {
+			pt = plotter.XY{X: c.MaxRate, Y: float64(r.Replicas)}
+		}
+		s, err := plotter.NewScatter(plotter.XYs{pt})
+		if err != nil {
+			continue
+		}
+		s.Color, s.Shape, s.Radius = col, draw.CircleGlyph{}, vg.Points(4)
+		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 2 * pt.X, Y: 2 * pt.Y}})
+		if err != nil {
+			continue
+		}
+		l.Color, l.Dashes = col, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l, s)
+		p.Legend.Add(c.Name, l, s)
+	}
+	return p
+}
