@@ -262,3 +262,47 @@ func TestSameSeedSameOutput(t *testing.T) {
 		t.Error("a merge missing a shard succeeded")
 	}
 }
+
+// TestInferencePerfLadderKeepsDurations: on an inference-perf ladder a
+// rate multiplier scales every stage's rate and keeps its duration, so a
+// point at ×m simulates about m times the requests (the early stop's
+// bound, Requests, counts them), and a stage term is judged per stage.
+func TestInferencePerfLadderKeepsDurations(t *testing.T) {
+	cfg := `{"api":{"streaming":true,"type":"completion"},"data":{"shared_prefix":{"num_groups":3,"num_prompts_per_group":4,"output_len":40,"question_len":200,"system_prompt_len":100},"type":"shared_prefix"},` +
+		`"load":{"stages":[{"duration":20,"rate":2},{"duration":20,"rate":5}],"type":"constant"},"server":{"model_name":"meta-llama/Llama-3.1-8B-Instruct","type":"vllm"}}`
+	path := filepath.Join(t.TempDir(), "ladder.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := replica.LookupPreset("llama-3.1-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &scenario.Spec{Trace: workload.InferencePerfPrefix + path, Workload: workload.Options{Seed: 1}, Fleet: sim.UniformFleet(1, p), Env: sim.Options{Seed: 1}}
+	terms, err := ParseSLO([]string{"stage:ttft_p90<=200ms", "success>=0.99"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Do(context.Background(), Search{Spec: spec, EPPs: []scenario.EPP{scenario.ForSource("default")}, SLO: terms, Tolerance: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Configs[0]
+	if res.Scaling != "stage-rates" || !c.Found {
+		t.Fatalf("scaling %q, answer %+v", res.Scaling, c)
+	}
+	for _, pt := range c.Points {
+		r := pt.Runs[0]
+		if want := int(2*20*pt.Multiplier) + int(5*20*pt.Multiplier) + 2; r.Requests != want {
+			t.Errorf("×%g: %d requests bound, want %d", pt.Multiplier, r.Requests, want)
+		}
+		if r.StoppedEarly == "" {
+			if v, ok := r.Values["stage:ttft_p90"]; !ok || !v.Defined() {
+				t.Errorf("×%g: no stage TTFT p90 (%v)", pt.Multiplier, r.Values)
+			}
+			if r.FinalRequests < r.Requests-2 {
+				t.Errorf("×%g: %d requests simulated, want %d (durations kept)", pt.Multiplier, r.FinalRequests, r.Requests-2)
+			}
+		}
+	}
+}

@@ -153,6 +153,11 @@ type Result struct {
 	BaseRate float64  `json:"base_rate_per_s"`
 	Replicas int      `json:"replicas,omitempty"`
 	Seeds    []uint64 `json:"seeds"`
+	// Scaling is how a rate multiplier applies: "arrivals" (every arrival
+	// and think time divided by it, the request count unchanged) or
+	// "stage-rates" (an inference-perf ladder: every stage's rate times
+	// it, durations kept).
+	Scaling string `json:"rate_scaling"`
 	// Start is the rate search's first multiplier.
 	Start     float64 `json:"start_multiplier,omitempty"`
 	EarlyStop bool    `json:"early_stop"`
@@ -181,41 +186,64 @@ type Stats struct {
 type traffic struct {
 	arrivals       map[uint64][]int64
 	prompt, output float64
+	// stages are the load stages the workload declares (an
+	// inference-perf config): its rate multiplier then scales every
+	// stage's rate and keeps its duration
+	// (workload.InferencePerfOptions.RateScale), each rate a workload of
+	// its own, instead of compressing the arrivals.
+	stages []workload.StagePlan
+}
+
+// stretch reports whether the search scales stage rates (an
+// inference-perf ladder) rather than arrivals.
+func (t *traffic) stretch() bool { return len(t.stages) > 0 }
+
+// stageRequests bounds the requests of the stage ladder at multiplier m
+// (int(rate·m·duration) per stage, plus one for rounding).
+func (t *traffic) stageRequests(m float64, env *sim.Options) int {
+	n := 0
+	for _, st := range t.stages {
+		n += int(st.Rate*m*st.Duration) + 1
+	}
+	if env.MaxRequests > 0 {
+		n = min(n, env.MaxRequests)
+	}
+	return n
 }
 
 // count reads spec's workload once, without materializing prompts where
 // the format allows (hash-id traces), for its arrivals and its mean prompt
 // and output lengths (tokens).
-func count(ctx context.Context, spec *scenario.Spec) (arr []int64, prompt, output float64, err error) {
+func count(ctx context.Context, spec *scenario.Spec) (arr []int64, stages []workload.StagePlan, prompt, output float64, err error) {
 	var sp, so float64
-	arr, err = countFn(ctx, spec, func(r *workload.Request) { sp += float64(r.PromptLen); so += float64(r.OutputTokens) })
+	arr, stages, err = countFn(ctx, spec, func(r *workload.Request) { sp += float64(r.PromptLen); so += float64(r.OutputTokens) })
 	if n := float64(len(arr)); n > 0 {
 		prompt, output = sp/n, so/n
 	}
-	return arr, prompt, output, err
+	return arr, stages, prompt, output, err
 }
 
-func countFn(ctx context.Context, spec *scenario.Spec, each func(*workload.Request)) ([]int64, error) {
+func countFn(ctx context.Context, spec *scenario.Spec, each func(*workload.Request)) ([]int64, []workload.StagePlan, error) {
 	s := *spec
 	if s.Open == nil {
 		s.Workload.NoTokens = true
 	}
 	st, err := scenario.SpecOpener(&s)()
 	if err != nil {
-		return nil, &scenario.InputError{Err: err}
+		return nil, nil, &scenario.InputError{Err: err}
 	}
 	defer st.Close()
 	var out []int64
 	for {
 		if len(out)%1024 == 0 && ctx.Err() != nil {
-			return nil, context.Cause(ctx)
+			return nil, nil, context.Cause(ctx)
 		}
 		r, err := st.Next()
 		if err == io.EOF {
-			return out, nil
+			return out, st.Stages(), nil
 		}
 		if err != nil {
-			return nil, &scenario.InputError{Err: err}
+			return nil, nil, &scenario.InputError{Err: err}
 		}
 		out = append(out, r.Arrival)
 		each(r)
@@ -258,24 +286,24 @@ type feeds struct {
 	epps   []scenario.EPP
 	retain int64
 	mu     sync.Mutex
-	open   map[uint64]*scenario.Feed
+	open   map[string]*scenario.Feed
 	all    []*scenario.Feed
 }
 
-func (f *feeds) join(ctx context.Context, spec *scenario.Spec, seed uint64) (*scenario.FeedReader, error) {
+func (f *feeds) join(ctx context.Context, spec *scenario.Spec, key string) (*scenario.FeedReader, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for range 2 {
-		fd := f.open[seed]
+		fd := f.open[key]
 		if fd == nil {
 			fd = scenario.NewFeed(scenario.SpecOpener(spec), scenario.FeedOptions{RetainBytes: f.retain,
 				WindowBytes: int64(min(len(f.epps), 8)) * scenario.DefaultWindowBytes, Prepare: scenario.Preparer(spec, f.epps)})
-			f.open[seed] = fd
+			f.open[key] = fd
 			f.all = append(f.all, fd)
 		}
 		rd, err := fd.JoinContext(ctx, nil)
 		if errors.Is(err, scenario.ErrFeedClosed) {
-			delete(f.open, seed)
+			delete(f.open, key)
 			continue
 		}
 		return rd, err
@@ -287,6 +315,7 @@ func (f *feeds) close() {
 	for _, fd := range f.all {
 		fd.Close()
 	}
+	f.all, f.open = nil, map[string]*scenario.Feed{}
 }
 
 // Do runs the search.
@@ -330,12 +359,12 @@ func Do(ctx context.Context, s Search) (*Result, error) {
 	for k := range s.Seeds {
 		seed := s.Spec.Env.Seed + uint64(k)
 		res.Seeds = append(res.Seeds, seed)
-		arr, prompt, output, err := count(ctx, seedSpec(s.Spec, seed))
+		arr, stages, prompt, output, err := count(ctx, seedSpec(s.Spec, seed))
 		if err != nil {
 			return nil, err
 		}
 		if k == 0 {
-			tr.prompt, tr.output = prompt, output
+			tr.prompt, tr.output, tr.stages = prompt, output, stages
 		}
 		if len(arr) == 0 {
 			return nil, &scenario.InputError{Err: fmt.Errorf("%s: the workload has no request", s.Spec.Trace)}
@@ -343,6 +372,10 @@ func Do(ctx context.Context, s Search) (*Result, error) {
 		tr.arrivals[seed] = arr
 	}
 	res.BaseRate = meanRate(tr.arrivals[res.Seeds[0]])
+	res.Scaling = "arrivals"
+	if tr.stretch() {
+		res.Scaling = "stage-rates"
+	}
 	if math.IsNaN(res.BaseRate) {
 		return nil, &scenario.InputError{Err: fmt.Errorf("%s: the workload's arrivals span no time, so it has no rate to scale", s.Spec.Trace)}
 	}
@@ -365,7 +398,7 @@ func Do(ctx context.Context, s Search) (*Result, error) {
 	if retain == 0 {
 		retain = DefaultRetainBytes
 	}
-	fd := &feeds{epps: s.EPPs, open: map[uint64]*scenario.Feed{}, retain: max(retain, 0)}
+	fd := &feeds{epps: s.EPPs, open: map[string]*scenario.Feed{}, retain: max(retain, 0)}
 	defer fd.close()
 	var states []*state
 	for i, e := range s.EPPs {
@@ -491,7 +524,13 @@ func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *fee
 		st.last = pt
 		for k, seed := range res.Seeds {
 			spec := seedSpec(s.Spec, seed)
-			spec.ArrivalScale = 1 / pt.Multiplier
+			if tr.stretch() {
+				if pt.Multiplier != 1 {
+					spec.Workload.InferencePerf.RateScale = pt.Multiplier
+				}
+			} else {
+				spec.ArrivalScale = 1 / pt.Multiplier
+			}
 			if s.Rate > 0 {
 				spec.Fleet = sim.UniformFleet(pt.Replicas, s.Spec.Fleet[0].Preset)
 			}
@@ -499,7 +538,11 @@ func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *fee
 		}
 	}
 	for _, j := range jobs {
-		rd, err := fd.join(ctx, j.spec, j.spec.Env.Seed)
+		key := fmt.Sprint(j.spec.Env.Seed)
+		if tr.stretch() {
+			key += fmt.Sprintf("×%g", j.pt.Multiplier) // a workload per rate
+		}
+		rd, err := fd.join(ctx, j.spec, key)
 		if err != nil {
 			for _, o := range jobs {
 				if o.rd != nil {
@@ -519,6 +562,9 @@ func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *fee
 		wg.Go(func() {
 			seed := j.spec.Env.Seed
 			n := requests(tr.arrivals[seed], &j.spec.Env, j.spec.ArrivalScale)
+			if tr.stretch() {
+				n = tr.stageRequests(j.pt.Multiplier, &j.spec.Env)
+			}
 			var hooks scenario.Hooks
 			if !s.NoEarlyStop {
 				hooks.Stop = Stopper(s.SLO, n)
@@ -532,6 +578,9 @@ func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *fee
 		})
 	}
 	wg.Wait()
+	if tr.stretch() {
+		fd.close() // every rate is a workload of its own: none is read again
+	}
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
