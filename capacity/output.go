@@ -168,7 +168,10 @@ func (r *Result) Findings() []string {
 				worst = c
 			}
 		}
-		if best != worst {
+		if best.MaxRate == worst.MaxRate {
+			out = append(out, fmt.Sprintf("every configuration sustains %s req/s at %s on this traffic%s.", fmtRate(best.MaxRate), slo, bindingClause(found)))
+		}
+		if best.MaxRate != worst.MaxRate {
 			s := fmt.Sprintf("%s sustains %.2f× %s's rate at %s on this traffic (%s against %s req/s)",
 				best.Name, best.MaxRate/worst.MaxRate, worst.Name, slo, fmtRate(best.MaxRate), fmtRate(worst.MaxRate))
 			if best.MaxRate/worst.MaxRate-1 <= 2*r.Tolerance {
@@ -206,7 +209,7 @@ func (r *Result) Findings() []string {
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		if c.Utilization > 1 {
-			out = append(out, fmt.Sprintf("%s: at its answer the busiest replica runs at %.1f× its sustainable rate (the knee): the SLO holds only because the traffic ends before the queue grows past it; a longer trace at that rate would not hold it.", c.Name, c.Utilization))
+			out = append(out, fmt.Sprintf("%s: at its answer the busiest replica runs at %.2f× its sustainable rate (the knee): the SLO holds only because the traffic ends before the queue grows past it; a longer trace at that rate would not hold it.", c.Name, c.Utilization))
 		}
 	}
 	if n := r.Stats.Full + r.Stats.Stopped; n > 0 && r.EarlyStop {
@@ -561,6 +564,18 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 		}
 	}
 	if xmin <= xmax {
+		// Room for the legend beyond the bound, on the side the SLO
+		// allows, and a margin on both sides of the points.
+		pad := math.Max((xmax-xmin)*0.04, math.Abs(xmax)*0.02)
+		p.X.Min, p.X.Max = xmin-pad, xmax+pad
+		if t.upper() {
+			p.Legend.Top = true
+			p.Y.Max = math.Max(p.Y.Max, t.Bound) * 1.3
+		} else {
+			p.Legend.Top = false
+			lo := math.Min(p.Y.Min, t.Bound)
+			p.Y.Min = lo - 0.3*math.Max(math.Abs(lo), 1e-3)
+		}
 		bound := plotter.XYs{{X: xmin, Y: t.Bound}, {X: xmax, Y: t.Bound}}
 		if l, err := plotter.NewLine(bound); err == nil {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
@@ -576,6 +591,7 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 // with the line through the origin that linear scaling would give.
 func (r *Result) replicaPlot() *plot.Plot {
 	p := newPlot("replicas against rate (dashed: linear scaling through the answer)", "rate (requests/s)", "replicas")
+	p.Legend.Left = true
 	p.Y.Tick.Marker = plot.DefaultTicks{}
 	for i := range r.Configs {
 		c := &r.Configs[i]

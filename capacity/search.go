@@ -342,7 +342,7 @@ func Do(ctx context.Context, s Search) (*Result, error) {
 		s.Seeds = 1
 	}
 	if s.Rate > 0 && !uniform(s.Spec.Fleet) {
-		return nil, errors.New("--rate: a replica search needs a uniform fleet (--replicas/--preset, not a --fleet file with groups or labels)")
+		return nil, &scenario.InputError{Err: errors.New("--rate: a replica search needs a uniform fleet (--replicas/--preset, not a --fleet file with groups or labels)")}
 	}
 	res := &Result{Question: "max-rate", EarlyStop: !s.NoEarlyStop, Replicas: len(s.Spec.Fleet), Tolerance: s.Tolerance}
 	if s.Rate > 0 {
