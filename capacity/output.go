@@ -206,6 +206,9 @@ func (r *Result) Findings() []string {
 			out = append(out, fmt.Sprintf("%s sustains %s req/s at %s with %s%s.", c.Name, fmtRate(c.MaxRate), slo, plural(r.Replicas, "replica"), bindingClause(found)))
 		}
 	}
+	if iv := r.answerIntervals(); iv != "" {
+		out = append(out, iv)
+	}
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		if c.Utilization > 1 {
@@ -218,6 +221,57 @@ func (r *Result) Findings() []string {
 			n, r.Stats.Stopped, r.Stats.Skipped, total, 100*float64(r.Stats.Skipped)/float64(max(total, 1))))
 	}
 	return out
+}
+
+// answerIntervals is the finding of the answers' latency intervals: the
+// step-time model's out-of-sample error at each answer, for the terms that
+// have one.
+func (r *Result) answerIntervals() string {
+	var parts []string
+	inside := false
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		if !c.Found {
+			continue
+		}
+		var at *Point
+		for k := range c.Points {
+			p := &c.Points[k]
+			if (r.replicaSearch() && p.Replicas == c.MinReplicas) || (!r.replicaSearch() && p.Multiplier == c.MaxMultiplier) {
+				at = p
+			}
+		}
+		if at == nil {
+			continue
+		}
+		for _, t := range r.terms() {
+			lo, hi, ok := pointInterval(at, t)
+			if !ok {
+				continue
+			}
+			_, mean, _, n, _ := pointStat(at, t)
+			if n == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %s %s (%s–%s)", c.Name, t.metricLabel(), msText(mean), msText(lo), msText(hi)))
+			inside = inside || (lo <= t.Bound && t.Bound <= hi)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	out := "at the answers, with the step-time model's 90% intervals (docs/latency.md \"Intervals\"): " + strings.Join(parts, "; ")
+	if inside {
+		out += "; the SLO's bound lies inside them, so on real hardware the answers are only as good as the step-time model on this traffic"
+	}
+	return out + "."
+}
+
+func msText(v float64) string {
+	if v >= 1000 {
+		return strconv.FormatFloat(v/1000, 'f', 2, 64) + " s"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " ms"
 }
 
 // bindingClause says what binds the configurations: "; both are bound by
@@ -412,7 +466,13 @@ func (r *Result) CurvesCSV() []byte {
 	for _, t := range terms {
 		b.WriteString("," + csvField(t.Key()))
 	}
-	b.WriteString(",utilization,binding_limit,ttft_p99_low_ms,ttft_p99_high_ms\n")
+	b.WriteString(",utilization,binding_limit")
+	for _, t := range terms {
+		if hasInterval(t) {
+			b.WriteString("," + t.Key() + "_low," + t.Key() + "_high")
+		}
+	}
+	b.WriteByte('\n')
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		for _, p := range c.Points {
@@ -424,18 +484,25 @@ func (r *Result) CurvesCSV() []byte {
 						b.WriteString(strconv.FormatFloat(v.Float(), 'g', 8, 64))
 					}
 				}
-				u, lim, lo, hi := "", "", "", ""
+				u, lim := "", ""
 				if k := run.Knee; k != nil {
 					if k.BusiestUtilization.Defined() {
 						u = strconv.FormatFloat(k.BusiestUtilization.Float(), 'f', 4, 64)
 					}
 					lim = k.Binding
 				}
-				if iv := run.Intervals; iv != nil && iv.TTFTP99[0].Defined() && iv.TTFTP99[1].Defined() {
-					lo = strconv.FormatFloat(iv.TTFTP99[0].Float(), 'f', 1, 64)
-					hi = strconv.FormatFloat(iv.TTFTP99[1].Float(), 'f', 1, 64)
+				fmt.Fprintf(&b, ",%s,%s", u, lim)
+				for _, t := range terms {
+					if !hasInterval(t) {
+						continue
+					}
+					if lo, hi, ok := interval(t, &run); ok {
+						fmt.Fprintf(&b, ",%s,%s", strconv.FormatFloat(lo, 'g', 8, 64), strconv.FormatFloat(hi, 'g', 8, 64))
+					} else {
+						b.WriteString(",,")
+					}
 				}
-				fmt.Fprintf(&b, ",%s,%s,%s,%s\n", u, lim, lo, hi)
+				b.WriteByte('\n')
 			}
 		}
 	}
@@ -447,6 +514,57 @@ func csvField(s string) string {
 		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 	}
 	return s
+}
+
+// interval is a run's 90% latency interval (ms) of a whole-run term, where
+// the summary has one (report.LatencyIntervals: TTFT p50 and p99, TPOT
+// p50, E2E p99; docs/latency.md "Intervals").
+func interval(t Term, r *Run) (lo, hi float64, ok bool) {
+	iv := r.Intervals
+	if iv == nil || t.Scope != WholeRun {
+		return 0, 0, false
+	}
+	var b [2]report.Num
+	switch t.Metric + "_" + t.Stat {
+	case "ttft_p50":
+		b = iv.TTFTP50
+	case "ttft_p99":
+		b = iv.TTFTP99
+	case "tpot_p50":
+		b = iv.TPOTP50
+	case "e2e_p99":
+		b = iv.E2EP99
+	default:
+		return 0, 0, false
+	}
+	if !b[0].Defined() || !b[1].Defined() {
+		return 0, 0, false
+	}
+	return b[0].Float(), b[1].Float(), true
+}
+
+// hasInterval reports whether a term is one the summaries give intervals
+// for.
+func hasInterval(t Term) bool {
+	if t.Scope != WholeRun {
+		return false
+	}
+	switch t.Metric + "_" + t.Stat {
+	case "ttft_p50", "ttft_p99", "tpot_p50", "e2e_p99":
+		return true
+	}
+	return false
+}
+
+// pointInterval is the union of a point's runs' intervals of a term.
+func pointInterval(p *Point, t Term) (lo, hi float64, ok bool) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for i := range p.Runs {
+		if l, h, k := interval(t, &p.Runs[i]); k {
+			lo, hi, ok = math.Min(lo, l), math.Max(hi, h), true
+		}
+	}
+	return lo, hi, ok
 }
 
 // plotName is a term's plot file name (without extension).
@@ -473,6 +591,12 @@ func (r *Result) writePlots(dir string, dpi int) error {
 	}
 	p := r.replicaPlot()
 	return report.SavePlot(dir, PlotReplica, inches(7), inches(4.5), dpi, p.Draw)
+}
+
+// fade is col at a third of its opacity.
+func fade(col color.Color) color.Color {
+	r, g, b, _ := col.RGBA()
+	return color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 90}
 }
 
 func inches(x float64) vg.Length { return vg.Length(x) * vg.Inch }
@@ -508,6 +632,7 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 	title := t.Label() + " against " + strings.TrimSuffix(x, " (requests/s)")
 	p := newPlot(title, x, t.Key()+unit)
 	xmin, xmax := math.Inf(1), math.Inf(-1)
+	anyInterval := false
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		col := lineColors[i%len(lineColors)]
@@ -515,6 +640,8 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 		var bars plotter.YErrors
 		var stopped plotter.XYs
 		var found plotter.XYs
+		var ivs plotter.XYs
+		var ivBars plotter.YErrors
 		for _, pt := range c.Points {
 			xv := r.xOf(&pt)
 			xmin, xmax = math.Min(xmin, xv), math.Max(xmax, xv)
@@ -526,9 +653,24 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 				continue
 			}
 			xys = append(xys, plotter.XY{X: xv, Y: mean})
+			if l, h, ok := pointInterval(&pt, t); ok {
+				ivs = append(ivs, plotter.XY{X: xv, Y: mean})
+				ivBars = append(ivBars, struct{ Low, High float64 }{math.Max(mean-l, 0), math.Max(h-mean, 0)})
+			}
 			bars = append(bars, struct{ Low, High float64 }{mean - lo, hi - mean})
 			if c.Found && ((r.replicaSearch() && pt.Replicas == c.MinReplicas) || (!r.replicaSearch() && pt.Multiplier == c.MaxMultiplier)) {
 				found = append(found, plotter.XY{X: xv, Y: mean})
+			}
+		}
+		if len(ivs) > 0 {
+			if eb, err := plotter.NewYErrorBars(struct {
+				plotter.XYs
+				plotter.YErrors
+			}{ivs, ivBars}); err == nil {
+				eb.Color = fade(col)
+				eb.Width = vg.Points(2)
+				p.Add(eb)
+				anyInterval = true
 			}
 		}
 		if len(xys) > 0 {
@@ -570,7 +712,7 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 		p.X.Min, p.X.Max = xmin-pad, xmax+pad
 		if t.upper() {
 			p.Legend.Top = true
-			p.Y.Max = math.Max(p.Y.Max, t.Bound) * 1.3
+			p.Y.Max = math.Max(p.Y.Max, t.Bound) * 1.45
 		} else {
 			p.Legend.Top = false
 			lo := math.Min(p.Y.Min, t.Bound)
@@ -581,7 +723,11 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			l.Color = color.Gray{Y: 80}
 			p.Add(l)
-			p.Legend.Add("SLO "+t.boundText()+" (× : stopped early, ring: found)", l)
+			note := " (× : stopped early, ring: found"
+			if anyInterval {
+				note += ", pale bars: 90% interval"
+			}
+			p.Legend.Add("SLO "+t.boundText()+note+")", l)
 		}
 	}
 	return p

@@ -157,14 +157,18 @@ func (t Term) Label() string {
 	} else if t.Scope >= 0 {
 		fmt.Fprintf(&b, "stage %d's ", t.Scope)
 	}
-	if t.Metric == "success" {
-		b.WriteString("success")
-	} else {
-		b.WriteString(map[string]string{"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "queue": "queue wait"}[t.Metric] + " " + t.Stat)
-	}
+	b.WriteString(t.metricLabel())
 	b.WriteString(" " + map[string]string{"<=": "≤", "<": "<", ">=": "≥", ">": ">"}[t.Op] + " ")
 	b.WriteString(t.boundText())
 	return b.String()
+}
+
+// metricLabel is the term's metric for prose: "TTFT p99", "success".
+func (t Term) metricLabel() string {
+	if t.Metric == "success" {
+		return "success"
+	}
+	return map[string]string{"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "queue": "queue wait"}[t.Metric] + " " + t.Stat
 }
 
 func (t Term) boundText() string {
