@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/eppsim/eppsim/replica"
@@ -197,6 +198,19 @@ type traffic struct {
 // stretch reports whether the search scales stage rates (an
 // inference-perf ladder) rather than arrivals.
 func (t *traffic) stretch() bool { return len(t.stages) > 0 }
+
+// stageSizes bounds each declared stage's requests at multiplier m (the
+// stage stop's n), nil without declared stages.
+func (t *traffic) stageSizes(m float64) []int {
+	if !t.stretch() {
+		return nil
+	}
+	out := make([]int, len(t.stages))
+	for i, st := range t.stages {
+		out[i] = int(st.Rate*m*st.Duration) + 1
+	}
+	return out
+}
 
 // stageRequests bounds the requests of the stage ladder at multiplier m
 // (int(rate·m·duration) per stage, plus one for rounding).
@@ -567,7 +581,7 @@ func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *fee
 			}
 			var hooks scenario.Hooks
 			if !s.NoEarlyStop {
-				hooks.Stop = Stopper(s.SLO, n)
+				hooks.Stop = Stopper(s.SLO, n, tr.stageSizes(j.pt.Multiplier))
 			}
 			sum, err := scenario.RunReader(ctx, j.spec, j.st.epp, hooks, j.rd)
 			if err != nil {
@@ -636,7 +650,7 @@ func judge(terms []Term, sum *report.Summary, seed uint64, n int) Run {
 	if st := sum.StoppedEarly; st != nil {
 		r.StoppedEarly, r.StoppedAtS, r.FinalRequests = st.Reason, st.AtS, st.FinalRequests
 		for _, t := range terms {
-			if len(st.Reason) >= len(t.Label()) && st.Reason[:len(t.Label())] == t.Label() {
+			if strings.HasPrefix(st.Reason, t.Label()+" cannot hold") {
 				r.Violated = append(r.Violated, t.Text)
 			}
 		}

@@ -317,9 +317,9 @@ func recordValue(metric string, r *sim.Record) (v float64, ok bool) {
 	return 0, false
 }
 
-// Stopper returns the early stop of a run of at most n requests under the
-// whole-run terms (nil when no term can stop it): it ends the run as soon
-// as a term can no longer hold, whatever the records still to come.
+// Stopper returns the early stop of a run of at most n requests under
+// the terms (nil when no term can stop it): it ends the run as soon as a
+// term can no longer hold, whatever the records still to come.
 //   - a latency percentile p bounded from above fails once more samples
 //     miss the bound than n − ⌈p·n⌉ (a nearest-rank percentile over at
 //     most n samples: report's);
@@ -328,33 +328,38 @@ func recordValue(metric string, r *sim.Record) (v float64, ok bool) {
 //   - success ≥ f fails once more than n − ⌈f·n⌉ requests were rejected
 //     (every request ends completed or rejected in a whole run).
 //
-// Lower bounds on latencies and stage terms never stop a run.
-func Stopper(terms []Term, n int) sim.StopFunc {
+// A stage term is judged the same way within each stage k it covers, n
+// being stages[k], the most requests stage k sends (nil or a stage beyond
+// it: stage terms never stop the run). Lower bounds on latencies never
+// stop a run.
+func Stopper(terms []Term, n int, stages []int) sim.StopFunc {
 	type check struct {
-		t       Term
-		count   int
-		allowed int // misses allowed (count terms)
-		sum     float64
-		limit   float64 // sum limit (mean terms)
+		t     Term
+		stage int // WholeRun, or the stage it counts
+		n     int
+		count int
+		sum   float64
 	}
 	var cs []*check
-	for _, t := range terms {
-		if t.Scope != WholeRun {
-			continue
-		}
+	add := func(t Term, stage, n int) {
 		switch {
 		case t.Metric == "success" && (t.Op == ">=" || t.Op == ">"):
-			// success ≥ f holds iff completed ≥ f·n; with ">" iff >.
-			allowed := n - int(math.Ceil(t.Bound*float64(n)))
-			if t.Op == ">" {
-				allowed = n - int(math.Floor(t.Bound*float64(n))) - 1
-			}
-			cs = append(cs, &check{t: t, allowed: allowed})
-		case t.Metric != "success" && t.upper() && t.Stat == "mean":
-			cs = append(cs, &check{t: t, limit: t.Bound * float64(n)})
 		case t.Metric != "success" && t.upper():
-			p := latencyStats[t.Stat]
-			cs = append(cs, &check{t: t, allowed: n - int(math.Ceil(p*float64(n)))})
+		default:
+			return
+		}
+		cs = append(cs, &check{t: t, stage: stage, n: n})
+	}
+	for _, t := range terms {
+		switch {
+		case t.Scope == WholeRun:
+			add(t, WholeRun, n)
+		case t.Scope == EveryStage:
+			for k, nk := range stages {
+				add(t, k, nk)
+			}
+		case t.Scope < len(stages):
+			add(t, t.Scope, stages[t.Scope])
 		}
 	}
 	if len(cs) == 0 {
@@ -363,12 +368,25 @@ func Stopper(terms []Term, n int) sim.StopFunc {
 	return func(r *sim.Record) string {
 		for _, c := range cs {
 			t := c.t
+			if c.stage != WholeRun && (r.Stage != c.stage || r.Warmup) {
+				continue
+			}
+			where := ""
+			if c.stage != WholeRun {
+				where = fmt.Sprintf(" in stage %d", c.stage)
+			}
 			if t.Metric == "success" {
-				if r.Outcome == sim.Rejected {
-					c.count++
-					if c.count > c.allowed {
-						return fmt.Sprintf("%s cannot hold: %d of at most %d requests rejected", t.Label(), c.count, n)
-					}
+				if r.Outcome != sim.Rejected {
+					continue
+				}
+				c.count++
+				// success ≥ f holds iff completed ≥ f·n; with ">" iff >.
+				allowed := c.n - int(math.Ceil(t.Bound*float64(c.n)))
+				if t.Op == ">" {
+					allowed = c.n - int(math.Floor(t.Bound*float64(c.n))) - 1
+				}
+				if c.count > allowed {
+					return fmt.Sprintf("%s cannot hold: %d of at most %d requests%s rejected", t.Label(), c.count, c.n, where)
 				}
 				continue
 			}
@@ -378,15 +396,17 @@ func Stopper(terms []Term, n int) sim.StopFunc {
 			}
 			if t.Stat == "mean" {
 				c.sum += v
-				if (t.Op == "<=" && c.sum > c.limit) || (t.Op == "<" && c.sum >= c.limit) {
-					return fmt.Sprintf("%s cannot hold: the samples so far sum to %.0f ms, more than the bound times the %d requests", t.Label(), c.sum, n)
+				limit := t.Bound * float64(c.n)
+				if (t.Op == "<=" && c.sum > limit) || (t.Op == "<" && c.sum >= limit) {
+					return fmt.Sprintf("%s cannot hold: the samples%s so far sum to %.0f ms, more than the bound times the %d requests", t.Label(), where, c.sum, c.n)
 				}
 				continue
 			}
 			if !t.holds(v) {
 				c.count++
-				if c.count > c.allowed {
-					return fmt.Sprintf("%s cannot hold: %d requests missed the bound, and %d of at most %d may", t.Label(), c.count, c.allowed, n)
+				allowed := c.n - int(math.Ceil(latencyStats[t.Stat]*float64(c.n)))
+				if c.count > allowed {
+					return fmt.Sprintf("%s cannot hold: %d requests%s missed the bound, and %d of at most %d may", t.Label(), c.count, where, allowed, c.n)
 				}
 			}
 		}

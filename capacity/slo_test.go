@@ -62,7 +62,7 @@ func TestStopperMatchesPercentile(t *testing.T) {
 	}
 	const n = 250 // p99 is the 248th of 250 sorted: 2 misses allowed
 	for misses := 0; misses <= 3; misses++ {
-		stop := Stopper(terms, n)
+		stop := Stopper(terms, n, nil)
 		agg := report.NewAggregator()
 		stopped := false
 		for i := range n {
@@ -80,7 +80,7 @@ func TestStopperMatchesPercentile(t *testing.T) {
 			t.Errorf("%d misses: stopped %v, p99 %.0f ms", misses, stopped, p99)
 		}
 	}
-	mean := Stopper([]Term{mustTerm(t, "queue_mean<=10ms")}, 4)
+	mean := Stopper([]Term{mustTerm(t, "queue_mean<=10ms")}, 4, nil)
 	for i, q := range []int64{20e6, 10e6, 10e6} {
 		if got := mean(&sim.Record{Outcome: sim.Completed, Queue: q}); got != "" {
 			t.Fatalf("mean stopped after sample %d (sum %d ms of 40 allowed): %s", i, 40, got)
@@ -89,15 +89,33 @@ func TestStopperMatchesPercentile(t *testing.T) {
 	if mean(&sim.Record{Outcome: sim.Completed, Queue: 1e6}) == "" {
 		t.Error("mean: a sum of 41 ms over at most 4 samples of a 10 ms mean did not stop")
 	}
-	succ := Stopper([]Term{mustTerm(t, "success>=0.9")}, 20)
+	succ := Stopper([]Term{mustTerm(t, "success>=0.9")}, 20, nil)
 	for i := range 3 {
 		got := succ(&sim.Record{Outcome: sim.Rejected})
 		if (got != "") != (i == 2) {
 			t.Errorf("success ≥ 0.9 of 20: rejection %d: %q", i+1, got)
 		}
 	}
-	if Stopper([]Term{mustTerm(t, "stage:ttft_p99<=1s"), mustTerm(t, "ttft_p50>=1ms")}, 10) != nil {
-		t.Error("a stage term or a lower latency bound made a stopper")
+	if Stopper([]Term{mustTerm(t, "stage:ttft_p99<=1s"), mustTerm(t, "ttft_p50>=1ms")}, 10, nil) != nil {
+		t.Error("a stage term without stage sizes, or a lower latency bound, made a stopper")
+	}
+	// A stage term counts its own stage's records against its own size:
+	// stage 1 of 10 requests allows no miss of a p90 (10 − 9 = 1: the
+	// second miss), and stage 0's misses do not count there.
+	st := Stopper([]Term{mustTerm(t, "stage:ttft_p90<=100ms")}, 1000, []int{500, 10})
+	miss := func(stage int) string {
+		return st(&sim.Record{Outcome: sim.Completed, Stage: stage, TTFT: 200e6, E2E: 300e6, OutputTokens: 2})
+	}
+	for range 40 {
+		if got := miss(0); got != "" {
+			t.Fatalf("stage 0 stopped after fewer than 51 misses of 500: %s", got)
+		}
+	}
+	if miss(1) != "" {
+		t.Fatal("stage 1 stopped on its first miss (one of 10 is allowed)")
+	}
+	if got := miss(1); !strings.Contains(got, "in stage 1") {
+		t.Fatalf("stage 1's second miss: %q", got)
 	}
 }
 
