@@ -68,10 +68,12 @@ point and seed: the SLO metrics, utilization, binding limit, TTFT p99 interval),
 capacity.md and the plots (slo-METRIC.svg/png per term, replicas.svg/png). --shard I/N
 searches only the configurations whose index ≡ I (mod N); "eppsim capacity merge" joins the
 shards' directories. See docs/capacity.md.`,
-		Example: `  eppsim capacity --trace ../shared/traces/mooncake_conversation_trace.jsonl --replicas 16 \
-    --epp-config default --epp-config round-robin --slo 'ttft_p99<=2s' --out cap-out
-  eppsim capacity --trace inference-perf:load.yaml --rate 40 --slo 'stage:ttft_p90<=1s' \
-    --slo 'success>=0.99' --out cap-replicas`,
+		Example: `  eppsim trace synth --preset chat --sessions 200 --out chat.jsonl
+  eppsim capacity --trace chat.jsonl --mode open-loop --rate 40 --epp-config default \
+    --epp-config round-robin --slo 'ttft_p90<=1s' --slo 'success>=0.99' --out cap-replicas
+  eppsim capacity --trace ../shared/traces/mooncake_conversation_trace.jsonl --replicas 16 \
+    --epp-config default --epp-config round-robin --slo 'ttft_p99<=10s' --out cap-rate
+`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return capacityMain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
