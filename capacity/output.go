@@ -212,7 +212,7 @@ func (r *Result) Findings() []string {
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		if c.Utilization > 1 {
-			out = append(out, fmt.Sprintf("%s: at its answer the busiest replica runs at %.2f× its sustainable rate (the knee): the SLO holds only because the traffic ends before the queue grows past it; a longer trace at that rate would not hold it.", c.Name, c.Utilization))
+			out = append(out, fmt.Sprintf("%s: at its answer the busiest replica runs at %.2f× its sustainable rate (the knee): past it a queue grows for as long as the load lasts, so the SLO holds there only for traffic this long.", c.Name, c.Utilization))
 		}
 	}
 	if n := r.Stats.Full + r.Stats.Stopped; n > 0 && r.EarlyStop {
