@@ -32,7 +32,7 @@ func capacityTrace(t *testing.T) string {
 func TestCapacityCLI(t *testing.T) {
 	trace := capacityTrace(t)
 	base := []string{"capacity", "--trace", trace, "--mode", "open-loop", "--replicas", "2", "--progress", "never", "--dpi", "20",
-		"--epp-config", "round-robin", "--epp-config", "default", "--slo", "ttft_p99<=80ms", "--slo", "success>=0.99"}
+		"--tolerance", "0.2", "--epp-config", "round-robin", "--epp-config", "default", "--slo", "ttft_p99<=80ms", "--slo", "success>=0.99"}
 	dir := filepath.Join(t.TempDir(), "all")
 	out, _, err := runCLI(t, append(base, "--out", dir)...)
 	if err != nil {
@@ -157,7 +157,7 @@ func TestK8sCapacityJob(t *testing.T) {
 		return s
 	}
 	trace := capacityTrace(t)
-	overrides := []string{"--trace=" + trace, "--mode=open-loop", "--replicas=2", "--slo=ttft_p99<=80ms", "--dpi=20"}
+	overrides := []string{"--trace=" + trace, "--mode=open-loop", "--replicas=2", "--slo=ttft_p99<=80ms", "--dpi=20", "--tolerance=0.2"}
 	command := func(args []string, index int) []string {
 		var out []string
 		for _, a := range args {
