@@ -3,6 +3,7 @@ package capacity
 import (
 	"image/color"
 	"math"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -37,6 +38,16 @@ func (r *Result) writePlots(dir string, dpi int) error {
 	}
 	p := r.replicaPlot()
 	return report.SavePlot(dir, PlotReplica, inches(7), inches(4.5), dpi, p.Draw)
+}
+
+// stoppedBy reports whether one of a point's runs stopped early on term t.
+func stoppedBy(p *Point, t Term) bool {
+	for _, r := range p.Runs {
+		if r.StoppedEarly != "" && slices.Contains(r.Violated, t.Text) {
+			return true
+		}
+	}
+	return false
 }
 
 // fade is col at a third of its opacity.
@@ -93,7 +104,7 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 			xmin, xmax = math.Min(xmin, xv), math.Max(xmax, xv)
 			lo, mean, hi, n, st := pointStat(&pt, t)
 			if n == 0 {
-				if st > 0 {
+				if st > 0 && stoppedBy(&pt, t) {
 					stopped = append(stopped, plotter.XY{X: xv, Y: t.Bound})
 				}
 				continue
@@ -169,7 +180,7 @@ func (r *Result) termPlot(t Term) *plot.Plot {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			l.Color = color.Gray{Y: 80}
 			p.Add(l)
-			note := " (× : stopped early, ring: found"
+			note := " (×: stopped early by this term, ring: found"
 			if anyInterval {
 				note += ", pale bars: 90% interval"
 			}
