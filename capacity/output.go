@@ -200,6 +200,9 @@ func (r *Result) Findings() []string {
 			out = append(out, fmt.Sprintf("%s sustains %s req/s at %s with %s%s.", c.Name, fmtRate(c.MaxRate), slo, plural(r.Replicas, "replica"), bindingClause(found)))
 		}
 	}
+	if r.ClosedLoop {
+		out = append(out, "the traffic replays closed-loop: each session's next turn waits for the previous answer, so the rate it offers falls as latency grows and a higher multiplier may never fail the SLO; --mode open-loop replays the arrivals as given.")
+	}
 	if iv := r.answerIntervals(); iv != "" {
 		out = append(out, iv)
 	}

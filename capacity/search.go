@@ -159,6 +159,9 @@ type Result struct {
 	// "stage-rates" (an inference-perf ladder: every stage's rate times
 	// it, durations kept).
 	Scaling string `json:"rate_scaling"`
+	// ClosedLoop is set when turns of the traffic wait for their previous
+	// answers (closed-loop replay): its rate then falls as latency grows.
+	ClosedLoop bool `json:"closed_loop,omitempty"`
 	// Start is the rate search's first multiplier.
 	Start     float64 `json:"start_multiplier,omitempty"`
 	EarlyStop bool    `json:"early_stop"`
@@ -228,13 +231,17 @@ func (t *traffic) stageRequests(m float64, env *sim.Options) int {
 // count reads spec's workload once, without materializing prompts where
 // the format allows (hash-id traces), for its arrivals and its mean prompt
 // and output lengths (tokens).
-func count(ctx context.Context, spec *scenario.Spec) (arr []int64, stages []workload.StagePlan, prompt, output float64, err error) {
+func count(ctx context.Context, spec *scenario.Spec) (arr []int64, stages []workload.StagePlan, prompt, output float64, closed bool, err error) {
 	var sp, so float64
-	arr, stages, err = countFn(ctx, spec, func(r *workload.Request) { sp += float64(r.PromptLen); so += float64(r.OutputTokens) })
+	arr, stages, err = countFn(ctx, spec, func(r *workload.Request) {
+		sp += float64(r.PromptLen)
+		so += float64(r.OutputTokens)
+		closed = closed || r.AfterPrevious
+	})
 	if n := float64(len(arr)); n > 0 {
 		prompt, output = sp/n, so/n
 	}
-	return arr, stages, prompt, output, err
+	return arr, stages, prompt, output, closed, err
 }
 
 func countFn(ctx context.Context, spec *scenario.Spec, each func(*workload.Request)) ([]int64, []workload.StagePlan, error) {
@@ -373,12 +380,13 @@ func Do(ctx context.Context, s Search) (*Result, error) {
 	for k := range s.Seeds {
 		seed := s.Spec.Env.Seed + uint64(k)
 		res.Seeds = append(res.Seeds, seed)
-		arr, stages, prompt, output, err := count(ctx, seedSpec(s.Spec, seed))
+		arr, stages, prompt, output, closed, err := count(ctx, seedSpec(s.Spec, seed))
 		if err != nil {
 			return nil, err
 		}
 		if k == 0 {
 			tr.prompt, tr.output, tr.stages = prompt, output, stages
+			res.ClosedLoop = closed
 		}
 		if len(arr) == 0 {
 			return nil, &scenario.InputError{Err: fmt.Errorf("%s: the workload has no request", s.Spec.Trace)}
