@@ -45,7 +45,10 @@ demo:
 ## skip when ../shared is absent) run $(BENCHTIME) on one core: among them
 ## BenchmarkMooncakeShared (issue #17 target 1: CPU seconds of 4 configs on
 ## one read) and BenchmarkMooncakeConfigs (target 2: oracle and the shipped
-## precise config against the default, CPU-seconds ratios). Then target 3:
+## precise config against the default, CPU-seconds ratios), and
+## BenchmarkMooncakeCapacity (capacity package, issue #20: a 4-config
+## max-rate search's CPU seconds in single runs, and the early stop's
+## saving). Then target 3:
 ## `eppsim run` on Mooncake/16 built at 17c5c5f and from this tree,
 ## alternated, medians of $(ROUNDS) rounds, with and without --out. Last,
 ## target 4, BenchmarkScale (about 5 minutes; synthesized traces, so it

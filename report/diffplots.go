@@ -351,7 +351,7 @@ func MetricUnit(path string) string {
 	switch {
 	case strings.HasPrefix(path, "latency_ms.") || strings.HasSuffix(leaf, "_ms"):
 		return "ms"
-	case leaf == "cpu_hit_requests":
+	case leaf == "cpu_hit_requests" || leaf == "final_requests":
 		return "requests"
 	case leaf == "cpu_loads":
 		return "loads"

@@ -281,11 +281,25 @@ type Summary struct {
 	// order, when its traffic has more than one (StageSummary); absent
 	// otherwise.
 	Stages []StageSummary `json:"stages,omitempty"`
+	// StoppedEarly is set when the run ended before its workload did
+	// (sim.Options.Stop: a capacity search's SLO already violated): every
+	// other figure then covers the run up to that instant only.
+	StoppedEarly *EarlyStop `json:"stopped_early,omitempty"`
 
 	// rejections are the Aggregator's rejections after warm-up, most
 	// requests first (not in summary.json: the findings' explanation of
 	// a run without a measured request).
 	rejections []rejection
+}
+
+// EarlyStop is why and when a run stopped before its workload ended
+// (sim.Stopped).
+type EarlyStop struct {
+	Reason string `json:"reason"`
+	// AtS is the simulated time of the record that decided it (s),
+	// FinalRequests the requests whose records were final by then.
+	AtS           float64 `json:"at_s"`
+	FinalRequests int     `json:"final_requests"`
 }
 
 // RunConfig records a run's inputs.
@@ -437,6 +451,9 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 		}
 		s.Sim.Events = res.Events
 		s.Sim.SimSeconds = float64(res.SimTime) / 1e9
+		if st := res.Stopped; st != nil {
+			s.StoppedEarly = &EarlyStop{Reason: st.Reason, AtS: float64(st.At) / 1e9, FinalRequests: st.Final}
+		}
 	}
 	name := func(i int) string {
 		if i >= 0 && i < len(names) {

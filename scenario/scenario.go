@@ -45,6 +45,12 @@ type Spec struct {
 	// Env holds the seed, EPP environment and limits; its hooks are ignored
 	// (use Hooks).
 	Env sim.Options
+	// ArrivalScale, when > 0 and not 1, multiplies every arrival and think
+	// time after the workload is read (scale.go): 0.5 replays the trace at
+	// twice its rate. Unlike Workload.TimeScale it leaves the reading
+	// alone, so a Pool's runs at many rates of one trace (a capacity
+	// search) share one reading.
+	ArrivalScale float64
 	// Upstream names later llm-d-router behaviours to turn on in every EPP
 	// configuration of the run (UpstreamOptions); none by default (the EPP
 	// at ebab687).
@@ -118,6 +124,9 @@ func IsBuiltin(src string) bool {
 type Hooks struct {
 	OnRecord func(*sim.Record)
 	OnSample func(*sim.Sample)
+	// Stop, when set, may end the run early (sim.Options.Stop); the
+	// summary then says so (report.Summary Sim.StoppedEarly).
+	Stop sim.StopFunc
 }
 
 // Load builds the EPP's configuration with fresh plugins seeded by seed.
@@ -259,7 +268,8 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 	if l.FlowControl != nil {
 		agg.WithClasses()
 	}
-	if plans := rd.Stages(); len(plans) > 0 {
+	src, plans := source(spec, rd)
+	if len(plans) > 0 {
 		declared := make([]report.StagePlan, len(plans))
 		for i, p := range plans {
 			declared[i] = report.StagePlan{Rate: p.Rate, DurationS: p.Duration}
@@ -273,11 +283,12 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 		}
 	}
 	opts.OnSample = hooks.OnSample
+	opts.Stop = hooks.Stop
 	if hooks.OnSample == nil {
 		opts.SampleInterval = 0
 	}
 	start := time.Now()
-	res, err := sim.RunContext(ctx, rd, router, spec.Fleet, opts)
+	res, err := sim.RunContext(ctx, src, router, spec.Fleet, opts)
 	wall := time.Since(start).Seconds()
 	if err != nil {
 		var fe *sim.FleetError

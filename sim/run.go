@@ -77,6 +77,9 @@ type Options struct {
 	// workload and the EPP (client.go): it decides when each request is
 	// sent. nil sends every request at its Arrival.
 	Client *workload.ClientPlan
+	// Stop, when set, is asked after each final record whether the run
+	// may end there (stop.go); a stopped run says so in Result.Stopped.
+	Stop StopFunc
 }
 
 // PDOptions are the costs of the P/D request path outside the engines
@@ -291,6 +294,8 @@ type Result struct {
 	// Stages are the load stages that reached the EPP, in stage order:
 	// their arrivals and the scraped gauges over each (StageResult).
 	Stages []StageResult
+	// Stopped is set when Options.Stop ended the run early (stop.go).
+	Stopped *Stopped
 }
 
 // ReplicaResult is one replica's end-of-run state.
@@ -1580,6 +1585,7 @@ func (r *runner) finish(f *flight) {
 	if r.opts.OnRecord != nil {
 		r.opts.OnRecord(&f.rec)
 	}
+	r.checkStop(&f.rec)
 }
 
 // scrape copies every replica's gauges into the EPP (spec epp.md §7.1) and

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 )
 
@@ -24,6 +25,11 @@ type InferencePerfOptions struct {
 	// duration/N apart, instead of inference-perf's jittered schedule (N
 	// arrivals at exponential gaps normalized to span the stage).
 	EvenArrivals bool
+	// RateScale, when > 0 and not 1, multiplies every stage's rate and
+	// keeps its duration, so that the stage sends int(rate × scale ×
+	// duration) requests: a capacity search's higher rates of a ladder,
+	// each stage as long as written (TimeScale would shorten it instead).
+	RateScale float64
 	// AliasKeys reads the legacy shared_prefix keys num_unique_system_prompts
 	// and num_users_per_system_prompt as num_groups and
 	// num_prompts_per_group, as newer inference-perf does (and rejects
@@ -188,6 +194,14 @@ func (r *iperfReader) inflate(n int) int {
 }
 
 func newIPerfReader(cfg *InferencePerfConfig, o *Options, userModel string) (*iperfReader, error) {
+	if k := o.InferencePerf.RateScale; k > 0 && k != 1 {
+		c := *cfg
+		c.Load.Stages = slices.Clone(cfg.Load.Stages)
+		for i := range c.Load.Stages {
+			c.Load.Stages[i].Rate *= k
+		}
+		cfg = &c
+	}
 	infl, err := o.InferencePerf.inflation()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)

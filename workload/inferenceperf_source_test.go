@@ -670,3 +670,27 @@ func TestInferencePerfStages(t *testing.T) {
 		t.Errorf("builtin:chat declares stages %+v", got)
 	}
 }
+
+// TestInferencePerfRateScale: RateScale multiplies every stage's rate and
+// keeps its duration: int(rate × scale × duration) requests per stage,
+// within the stage's span.
+func TestInferencePerfRateScale(t *testing.T) {
+	base := iperfDrain(t, iperfConfig("constant", "1"), Options{Seed: 5})
+	twice := iperfDrain(t, iperfConfig("constant", "1"), Options{Seed: 5, InferencePerf: InferencePerfOptions{RateScale: 2.5}})
+	count := func(reqs []*Request) map[int]int {
+		m := map[int]int{}
+		for _, r := range reqs {
+			m[r.Stage]++
+		}
+		return m
+	}
+	a, b := count(base), count(twice)
+	for st, n := range a {
+		if want := int(float64(n) * 2.5); b[st] < want-1 || b[st] > want+1 {
+			t.Errorf("stage %d: %d requests at ×2.5, want about %d (×1: %d)", st, b[st], want, n)
+		}
+	}
+	if last, lastB := base[len(base)-1].Arrival, twice[len(twice)-1].Arrival; float64(lastB) < 0.9*float64(last) || float64(lastB) > 1.1*float64(last) {
+		t.Errorf("the ×2.5 ladder ends at %v, the written one at %v: durations must stay", lastB, last)
+	}
+}

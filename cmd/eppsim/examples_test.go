@@ -112,6 +112,8 @@ func TestHelpExamplesRun(t *testing.T) {
 					args = append(args, "--max-requests", "20", "--replicas", "2")
 				case args[0] == "calibrate":
 					args = append(args, "--budget", "3", "--stage-limit", "20", "--quiet")
+				case args[0] == "capacity" && len(args) > 1 && args[1] != "merge":
+					args = append(args, "--max-requests", "40", "--replicas", "2", "--max-factor", "16")
 				case args[0] == "tune":
 					args = append(args, "--max-requests", "20", "--replicas", "2", "--budget", "6", "--seeds", "1")
 				}

@@ -23,6 +23,7 @@ func newRootCmd() *cobra.Command {
 		newTraceCmd(),
 		newSweepCmd(),
 		newTuneCmd(),
+		newCapacityCmd(),
 		newDiffCmd(),
 		newCalibrateCmd(),
 		newValidateCmd(),

@@ -65,7 +65,7 @@ func TestSignalContextHandsOver(t *testing.T) {
 	}
 }
 
-// TestVerbsExitWithSignal: tune, calibrate and validate latency exit with
+// TestVerbsExitWithSignal: tune, capacity, calibrate and validate latency exit with
 // the code of the signal that stops them (130 SIGINT, 143 SIGTERM), name
 // it, and write no output (run, sweep, trace synth/convert: their own
 // tests; the mapping: TestInterruptedExitCode).
@@ -78,6 +78,9 @@ func TestVerbsExitWithSignal(t *testing.T) {
 	}{
 		{"tune", syscall.SIGTERM, func(out string) []string {
 			return []string{"tune", "--trace", trace, "--replicas", "2", "--param", "queue-scorer.weight", "--budget", "50", "--out", out, "--progress", "never"}
+		}},
+		{"capacity", syscall.SIGINT, func(out string) []string {
+			return []string{"capacity", "--trace", trace, "--replicas", "2", "--slo", "ttft_p99<=1000s", "--out", out, "--progress", "never"}
 		}},
 		{"calibrate", syscall.SIGINT, func(out string) []string {
 			return []string{"calibrate", resultsDirs.codegen, "--budget", "100000", "--quiet", "--out", out}

@@ -1,0 +1,129 @@
+package capacity
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/eppsim/eppsim/report"
+	"github.com/eppsim/eppsim/sim"
+)
+
+func TestParseTerm(t *testing.T) {
+	good := []struct {
+		in               string
+		metric, stat, op string
+		bound            float64
+		scope            int
+		label            string
+	}{
+		{"ttft_p99<=2s", "ttft", "p99", "<=", 2000, WholeRun, "TTFT p99 ≤ 2 s"},
+		{"tpot_p90 < 50ms", "tpot", "p90", "<", 50, WholeRun, "TPOT p90 < 50 ms"},
+		{"queue_mean<=7.5", "queue", "mean", "<=", 7.5, WholeRun, "queue wait mean ≤ 7.5 ms"},
+		{"success>=99%", "success", "", ">=", 0.99, WholeRun, "success ≥ 0.99"},
+		{"stage:ttft_p90<=1s", "ttft", "p90", "<=", 1000, EveryStage, "every stage's TTFT p90 ≤ 1 s"},
+		{"stage1:success>0.9", "success", "", ">", 0.9, 1, "stage 1's success > 0.9"},
+	}
+	for _, g := range good {
+		tm, err := ParseTerm(g.in)
+		if err != nil {
+			t.Errorf("%s: %v", g.in, err)
+			continue
+		}
+		if tm.Metric != g.metric || tm.Stat != g.stat || tm.Op != g.op || tm.Bound != g.bound || tm.Scope != g.scope || tm.Label() != g.label {
+			t.Errorf("%s: %+v (label %q)", g.in, tm, tm.Label())
+		}
+	}
+	bad := map[string]string{
+		"ttft_p98<=2s":        "unknown metric",
+		"ttft_p99=2s":         "operator",
+		"ttft_p99":            "want METRIC<=VALUE",
+		"ttft_p99<=fast":      "bound",
+		"ttft_p99<=-1ms":      "≥ 0",
+		"success>=1.5":        "share",
+		"node:ttft_p99<=1s":   "scope",
+		"stage:queue_p99<=1s": "a stage reports",
+		"ttft_p99<=NaN":       "finite",
+	}
+	for in, want := range bad {
+		if _, err := ParseTerm(in); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--slo") {
+			t.Errorf("%s: error %v, want one naming --slo and containing %q", in, err, want)
+		}
+	}
+}
+
+// TestStopperMatchesPercentile: the early stop of a p99 bound over n
+// requests fires on exactly the miss that makes the nearest-rank p99 of
+// n samples (report's) fail, never before; a mean's on the sample that
+// takes the sum past bound × n; success's on the rejection one too many.
+func TestStopperMatchesPercentile(t *testing.T) {
+	terms, err := ParseSLO([]string{"ttft_p99<=100ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 250 // p99 is the 248th of 250 sorted: 2 misses allowed
+	for misses := 0; misses <= 3; misses++ {
+		stop := Stopper(terms, n, nil)
+		agg := report.NewAggregator()
+		stopped := false
+		for i := range n {
+			r := &sim.Record{Outcome: sim.Completed, TTFT: 50e6, E2E: 60e6, OutputTokens: 2}
+			if i < misses {
+				r.TTFT = 101e6
+			}
+			agg.Add(r)
+			if stop(r) != "" {
+				stopped = true
+			}
+		}
+		p99 := agg.Summary(nil).Latency.TTFT.P99.Float()
+		if fails := p99 > 100; stopped != fails || fails != (misses > 2) {
+			t.Errorf("%d misses: stopped %v, p99 %.0f ms", misses, stopped, p99)
+		}
+	}
+	mean := Stopper([]Term{mustTerm(t, "queue_mean<=10ms")}, 4, nil)
+	for i, q := range []int64{20e6, 10e6, 10e6} {
+		if got := mean(&sim.Record{Outcome: sim.Completed, Queue: q}); got != "" {
+			t.Fatalf("mean stopped after sample %d (sum %d ms of 40 allowed): %s", i, 40, got)
+		}
+	}
+	if mean(&sim.Record{Outcome: sim.Completed, Queue: 1e6}) == "" {
+		t.Error("mean: a sum of 41 ms over at most 4 samples of a 10 ms mean did not stop")
+	}
+	succ := Stopper([]Term{mustTerm(t, "success>=0.9")}, 20, nil)
+	for i := range 3 {
+		got := succ(&sim.Record{Outcome: sim.Rejected})
+		if (got != "") != (i == 2) {
+			t.Errorf("success ≥ 0.9 of 20: rejection %d: %q", i+1, got)
+		}
+	}
+	if Stopper([]Term{mustTerm(t, "stage:ttft_p99<=1s"), mustTerm(t, "ttft_p50>=1ms")}, 10, nil) != nil {
+		t.Error("a stage term without stage sizes, or a lower latency bound, made a stopper")
+	}
+	// A stage term counts its own stage's records against its own size:
+	// stage 1 of 10 requests allows no miss of a p90 (10 − 9 = 1: the
+	// second miss), and stage 0's misses do not count there.
+	st := Stopper([]Term{mustTerm(t, "stage:ttft_p90<=100ms")}, 1000, []int{500, 10})
+	miss := func(stage int) string {
+		return st(&sim.Record{Outcome: sim.Completed, Stage: stage, TTFT: 200e6, E2E: 300e6, OutputTokens: 2})
+	}
+	for range 40 {
+		if got := miss(0); got != "" {
+			t.Fatalf("stage 0 stopped after fewer than 51 misses of 500: %s", got)
+		}
+	}
+	if miss(1) != "" {
+		t.Fatal("stage 1 stopped on its first miss (one of 10 is allowed)")
+	}
+	if got := miss(1); !strings.Contains(got, "in stage 1") {
+		t.Fatalf("stage 1's second miss: %q", got)
+	}
+}
+
+func mustTerm(t *testing.T, s string) Term {
+	t.Helper()
+	tm, err := ParseTerm(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
