@@ -37,10 +37,39 @@ package replica
 // kernel launch and the flag exchange that synchronizes the ranks
 // (all_reduce_us). On a switched NVLink fabric every rank signals its peers
 // at once, so that latency does not grow with the number of ranks the way a
-// ring's does; the growth with TP (2 → 4 → 8) comes from the bytes above.
-// The bytes cross the GPU's link in one direction at InterconnectGBps/2 (the
-// catalogue states both directions, as datasheets do: 900 GB/s for H100's
-// NVLink 4, 450 each way) times eta_link.
+// ring's does. The two-stage kernel synchronizes once more between its two
+// phases and pays twoStageExtraUs on top.
+//
+// How fast the bytes arrive depends on the algorithm. NCCL's ring reaches
+// most of the link at large sizes: the bytes cross the GPU's link in one
+// direction at InterconnectGBps/2 (the catalogue states both directions,
+// as datasheets do: 900 GB/s for H100's NVLink 4, 450 each way) times
+// eta_link. vLLM's custom kernels do not: they run on a few dozen thread
+// blocks that load their peers' buffers over NVLink, and they receive at
+// customLinkShare of the one-way link whatever the group size.
+//
+// customLinkShare and twoStageExtraUs are measured, not fitted: the
+// timings of vLLM's custom all-reduce (its all_reduce op on registered
+// buffers of float32 elements, H100 SXM, without CUDA graphs, 100 calls
+// each) published in sgl-project/sglang pull request #2904 (2025-01-15),
+// read as t = latency + [two-stage] extra + bytes received / rate:
+//   - rate: the slope between the 1 MiB and 4 MiB buffers gives 219 GB/s
+//     at TP 2 (one-stage, the peer's buffer), 230 at TP 4 and 251 at TP 8
+//     (two-stage, 2·(TP−1)/TP of it); their mean, 233 GB/s, is 0.52 of
+//     the 450 GB/s one way;
+//   - latency: at that rate the one-stage intercepts are 8.4–8.7 µs at TP 2
+//     (1, 2 and 4 MiB), 7.5 µs at TP 4 and 7.9 µs at TP 8 (128 KiB), about
+//     the same, while the two-stage ones are 13.2–13.9 µs at TP 4 and
+//     13.5–16.2 µs at TP 8: about 5.5 µs more (the means, 13.5 and 14.8,
+//     less TP 2's 8.6, are 4.9 and 6.2 µs).
+// The eager timings include a launch and a copy into the registered
+// buffer that CUDA graphs avoid; that part of the latency is all_reduce_us,
+// fitted on the measured runs, and the rate and the extra synchronization,
+// which happen on the GPUs, carry over.
+const (
+	customLinkShare = 0.52
+	twoStageExtraUs = 5.5
+)
 
 // Custom all-reduce limits of vLLM (csrc/custom_all_reduce.cuh,
 // CustomAllreduce.allreduce; custom_all_reduce.py, max_size).
@@ -96,11 +125,18 @@ func (g tensorParallel) bytesIn(size float64) float64 {
 }
 
 // seconds is the time of one all-reduce of size bytes: the latency
-// latencyUs (µs) plus the received bytes at the link's one-way bandwidth
-// times eta.
+// latencyUs (µs), plus twoStageExtraUs for the two-stage kernel, plus the
+// received bytes at the link's one-way bandwidth times eta (NCCL's ring)
+// or customLinkShare (vLLM's custom kernels).
 func (g tensorParallel) seconds(size, latencyUs, eta float64) float64 {
 	if g.ranks <= 1 {
 		return 0
+	}
+	switch g.algorithm(size) {
+	case oneStage:
+		return latencyUs*1e-6 + g.bytesIn(size)/(g.oneWay*customLinkShare)
+	case twoStage:
+		return (latencyUs+twoStageExtraUs)*1e-6 + g.bytesIn(size)/(g.oneWay*customLinkShare)
 	}
 	return latencyUs*1e-6 + g.bytesIn(size)/(g.oneWay*eta)
 }
