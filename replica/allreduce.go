@@ -62,6 +62,7 @@ package replica
 //     the same, while the two-stage ones are 13.2–13.9 µs at TP 4 and
 //     13.5–16.2 µs at TP 8: about 5.5 µs more (the means, 13.5 and 14.8,
 //     less TP 2's 8.6, are 4.9 and 6.2 µs).
+//
 // The eager timings include a launch and a copy into the registered
 // buffer that CUDA graphs avoid; that part of the latency is all_reduce_us,
 // fitted on the measured runs, and the rate and the extra synchronization,

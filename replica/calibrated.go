@@ -48,8 +48,9 @@ type Coefficients struct {
 	// AllReduceUs is the latency of one tensor-parallel all-reduce (two
 	// per layer), µs: the launch and the flag exchange between the ranks,
 	// whatever the size; EtaLink the fraction of the GPU-to-GPU link's
-	// one-way bandwidth its bytes achieve (allreduce.go: vLLM's algorithm
-	// choice sets the bytes).
+	// one-way bandwidth the bytes of NCCL's ring achieve (allreduce.go:
+	// vLLM's algorithm choice sets the bytes; its custom kernels receive at
+	// the measured customLinkShare instead).
 	AllReduceUs float64 `json:"all_reduce_us"`
 	EtaLink     float64 `json:"eta_link"`
 	// IngestUs is the time between a request reaching the server and its
@@ -264,7 +265,10 @@ func (c Calibration) ID() string {
 //	t = step_us + layer_us·L + seq_us·B
 //	  + R(W/(BW·η_w),  F_lin/(P·mfu))        linear layers: weights streamed, compute
 //	  + R(K/(BW·η_kv), F_attn/(P·mfu))       attention: KV cache streamed, compute
-//	  + [TP > 1] 2L·(all_reduce_us + bytes_in(N·d·2 B, TP) / (link/2·η_link))
+//	  + [TP > 1] 2L·(all_reduce_us + [two-stage] 5.5 µs + bytes_in(N·d·2 B, TP) / (link/2·η))
+//
+// with η = customLinkShare (0.52, measured) for vLLM's custom all-reduce
+// kernels and η_link for NCCL's ring (allreduce.go),
 //
 // where R(m, c) = (m^p + c^p)^(1/p) with p = roofline_exponent (a smooth
 // roofline: max(m, c) for large p)
