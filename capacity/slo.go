@@ -10,6 +10,7 @@ import (
 
 	"github.com/eppsim/eppsim/report"
 	"github.com/eppsim/eppsim/sim"
+	"github.com/eppsim/eppsim/sweep"
 )
 
 // Scopes of an SLO term: the whole run, or every load stage.
@@ -198,19 +199,7 @@ func (t Term) Key() string {
 }
 
 // holds reports whether v satisfies the term (NaN never does).
-func (t Term) holds(v float64) bool {
-	switch t.Op {
-	case "<":
-		return v < t.Bound
-	case "<=":
-		return v <= t.Bound
-	case ">":
-		return v > t.Bound
-	case ">=":
-		return v >= t.Bound
-	}
-	return false
-}
+func (t Term) holds(v float64) bool { return sweep.Compare(v, t.Op, t.Bound) }
 
 // upper reports whether the term bounds its metric from above.
 func (t Term) upper() bool { return t.Op == "<" || t.Op == "<=" }

@@ -289,16 +289,21 @@ func (c Constraint) String() string {
 }
 
 // Holds reports whether v satisfies the constraint (NaN never does).
-func (c Constraint) Holds(v float64) bool {
-	switch c.Op {
+func (c Constraint) Holds(v float64) bool { return Compare(v, c.Op, c.Bound) }
+
+// Compare reports whether v op bound holds for op <, <=, > or >= (false
+// for any other op, and for a NaN v): the comparison of a sweep
+// constraint and of a capacity SLO term.
+func Compare(v float64, op string, bound float64) bool {
+	switch op {
 	case "<":
-		return v < c.Bound
+		return v < bound
 	case "<=":
-		return v <= c.Bound
+		return v <= bound
 	case ">":
-		return v > c.Bound
+		return v > bound
 	case ">=":
-		return v >= c.Bound
+		return v >= bound
 	}
 	return false
 }
