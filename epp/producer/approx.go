@@ -220,18 +220,14 @@ func (a *ApproxPrefix) PreRequest(_ *epp.Cycle, req *epp.Request, res *epp.Resul
 	}
 	st, _ := v.(*approxState)
 	req.Put(a.stateKey, (*approxState)(nil))
-	if st == nil || res == nil {
+	if st == nil {
 		return
 	}
-	primary := res.Profiles[res.PrimaryProfile]
-	if primary == nil || len(primary.Targets) == 0 {
+	primary, prefill, ok := pickedTargets(res)
+	if !ok {
 		return
 	}
-	targets := []*epp.Endpoint{primary.Targets[0]}
-	if pr := res.Profiles[prefillProfile]; pr != nil && len(pr.Targets) > 0 {
-		targets = append(targets, pr.Targets[0])
-	}
-	for _, t := range targets {
+	for _, t := range []*epp.Endpoint{primary, prefill} {
 		if t == nil || t.EndpointInfo == nil {
 			continue
 		}

@@ -348,16 +348,16 @@ func (p *PrecisePrefix) PreRequest(c *epp.Cycle, req *epp.Request, res *epp.Resu
 	}
 	keys, _ := v.([][]uint64)
 	req.Put(p.stateKey, [][]uint64(nil))
-	if len(keys) == 0 || res == nil {
+	if len(keys) == 0 {
 		return
 	}
-	primary := res.Profiles[res.PrimaryProfile]
-	if primary == nil || len(primary.Targets) == 0 || primary.Targets[0] == nil || primary.Targets[0].EndpointInfo == nil {
+	primary, prefill, ok := pickedTargets(res)
+	if !ok || primary == nil || primary.EndpointInfo == nil {
 		return
 	}
-	pods := []string{primary.Targets[0].Address}
-	if pr := res.Profiles[prefillProfile]; pr != nil && len(pr.Targets) > 0 && pr.Targets[0] != nil && pr.Targets[0].EndpointInfo != nil {
-		pods = append(pods, pr.Targets[0].Address)
+	pods := []string{primary.Address}
+	if prefill != nil && prefill.EndpointInfo != nil {
+		pods = append(pods, prefill.Address)
 	}
 	p.ix.AddSpeculative(now(c), p.speculativeTTL, keys, pods)
 }
@@ -404,13 +404,7 @@ func (s *PrecisePrefixScorer) Score(c *epp.Cycle, req *epp.Request, eps []*epp.E
 	if _, done := eps[0].Get(s.key); !done {
 		_ = s.Produce(c, req, eps)
 	}
-	for i, e := range eps {
-		info, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, s.key)
-		if !ok || info.TotalBlocks == 0 {
-			continue
-		}
-		scores[i] = float64(info.MatchBlocks) / float64(info.TotalBlocks)
-	}
+	scoreMatchInfo(eps, s.key, scores)
 }
 
 // Prepare implements epp.Preparer for the scorer: its Produce's keys, into

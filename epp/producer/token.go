@@ -25,6 +25,37 @@ const (
 	prefillProfile = "prefill"
 )
 
+// pickedTargets returns the first target of res's primary profile and of
+// its "prefill" profile (prefill nil where that profile or its target is
+// missing): the endpoints a producer records a routed prompt on after the
+// cycle. ok is false when the primary profile has no target.
+func pickedTargets(res *epp.Result) (primary, prefill *epp.Endpoint, ok bool) {
+	if res == nil {
+		return nil, nil, false
+	}
+	pr := res.Profiles[res.PrimaryProfile]
+	if pr == nil || len(pr.Targets) == 0 {
+		return nil, nil, false
+	}
+	if pf := res.Profiles[prefillProfile]; pf != nil && len(pf.Targets) > 0 {
+		prefill = pf.Targets[0]
+	}
+	return pr.Targets[0], prefill, true
+}
+
+// scoreMatchInfo writes matched/total blocks of each endpoint's
+// PrefixCacheMatchInfo under key into scores (0 without the attribute or
+// with total 0): the score of the prefix scorers that own their producer.
+func scoreMatchInfo(eps []*epp.Endpoint, key epp.DataKey, scores []float64) {
+	for i, e := range eps {
+		info, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, key)
+		if !ok || info.TotalBlocks == 0 {
+			continue
+		}
+		scores[i] = float64(info.MatchBlocks) / float64(info.TotalBlocks)
+	}
+}
+
 // TokenizedPromptKey is the data key every prefix producer consumes: the
 // default token producer's output (spec §1.3 step 6).
 var TokenizedPromptKey = epp.DataKey{Type: epp.TokenizedPromptType, Producer: epp.TokenProducer}

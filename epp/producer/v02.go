@@ -244,13 +244,7 @@ func (v *V02Estimate) Score(c *epp.Cycle, req *epp.Request, eps []*epp.Endpoint,
 	if _, done := eps[0].Get(v.key); !done {
 		_ = v.Produce(c, req, eps)
 	}
-	for i, e := range eps {
-		info, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, v.key)
-		if !ok || info.TotalBlocks == 0 {
-			continue
-		}
-		scores[i] = float64(info.MatchBlocks) / float64(info.TotalBlocks)
-	}
+	scoreMatchInfo(eps, v.key, scores)
 }
 
 // PreRequest adds the request's hashes to the primary target's LRU (and
@@ -263,18 +257,14 @@ func (v *V02Estimate) PreRequest(_ *epp.Cycle, req *epp.Request, res *epp.Result
 	}
 	st, _ := val.(*v02State)
 	req.Put(v.stateKey, (*v02State)(nil))
-	if st == nil || res == nil || len(st.hashes) == 0 {
+	if st == nil || len(st.hashes) == 0 {
 		return
 	}
-	primary := res.Profiles[res.PrimaryProfile]
-	if primary == nil || len(primary.Targets) == 0 {
+	primary, prefill, ok := pickedTargets(res)
+	if !ok {
 		return
 	}
-	targets := []*epp.Endpoint{primary.Targets[0]}
-	if pr := res.Profiles[prefillProfile]; pr != nil && len(pr.Targets) > 0 {
-		targets = append(targets, pr.Targets[0])
-	}
-	for _, t := range targets {
+	for _, t := range []*epp.Endpoint{primary, prefill} {
 		if t != nil {
 			v.idx.add(st.hashes, t.Name, v.capacity, false)
 		}
