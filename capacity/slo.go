@@ -326,18 +326,30 @@ func Stopper(terms []Term, n int, stages []int) sim.StopFunc {
 		t     Term
 		stage int // WholeRun, or the stage it counts
 		n     int
-		count int
-		sum   float64
+		// allowed is how many rejections (success) or misses (a
+		// percentile) the term tolerates over n requests; limit the sum a
+		// mean may reach.
+		allowed int
+		limit   float64
+		count   int
+		sum     float64
 	}
 	var cs []*check
 	add := func(t Term, stage, n int) {
+		c := &check{t: t, stage: stage, n: n}
 		switch {
-		case t.Metric == "success" && (t.Op == ">=" || t.Op == ">"):
+		case t.Metric == "success" && t.Op == ">=":
+			// success ≥ f holds iff completed ≥ f·n.
+			c.allowed = n - int(math.Ceil(t.Bound*float64(n)))
+		case t.Metric == "success" && t.Op == ">":
+			c.allowed = n - int(math.Floor(t.Bound*float64(n))) - 1
 		case t.Metric != "success" && t.upper():
+			c.allowed = n - int(math.Ceil(latencyStats[t.Stat]*float64(n)))
+			c.limit = t.Bound * float64(n)
 		default:
 			return
 		}
-		cs = append(cs, &check{t: t, stage: stage, n: n})
+		cs = append(cs, c)
 	}
 	for _, t := range terms {
 		switch {
@@ -360,22 +372,12 @@ func Stopper(terms []Term, n int, stages []int) sim.StopFunc {
 			if c.stage != WholeRun && (r.Stage != c.stage || r.Warmup) {
 				continue
 			}
-			where := ""
-			if c.stage != WholeRun {
-				where = fmt.Sprintf(" in stage %d", c.stage)
-			}
 			if t.Metric == "success" {
 				if r.Outcome != sim.Rejected {
 					continue
 				}
-				c.count++
-				// success ≥ f holds iff completed ≥ f·n; with ">" iff >.
-				allowed := c.n - int(math.Ceil(t.Bound*float64(c.n)))
-				if t.Op == ">" {
-					allowed = c.n - int(math.Floor(t.Bound*float64(c.n))) - 1
-				}
-				if c.count > allowed {
-					return fmt.Sprintf("%s cannot hold: %d of at most %d requests%s rejected", t.Label(), c.count, c.n, where)
+				if c.count++; c.count > c.allowed {
+					return fmt.Sprintf("%s cannot hold: %d of at most %d requests%s rejected", t.Label(), c.count, c.n, stageWhere(c.stage))
 				}
 				continue
 			}
@@ -385,20 +387,26 @@ func Stopper(terms []Term, n int, stages []int) sim.StopFunc {
 			}
 			if t.Stat == "mean" {
 				c.sum += v
-				limit := t.Bound * float64(c.n)
-				if (t.Op == "<=" && c.sum > limit) || (t.Op == "<" && c.sum >= limit) {
-					return fmt.Sprintf("%s cannot hold: the samples%s so far sum to %.0f ms, more than the bound times the %d requests", t.Label(), where, c.sum, c.n)
+				if (t.Op == "<=" && c.sum > c.limit) || (t.Op == "<" && c.sum >= c.limit) {
+					return fmt.Sprintf("%s cannot hold: the samples%s so far sum to %.0f ms, more than the bound times the %d requests", t.Label(), stageWhere(c.stage), c.sum, c.n)
 				}
 				continue
 			}
 			if !t.holds(v) {
-				c.count++
-				allowed := c.n - int(math.Ceil(latencyStats[t.Stat]*float64(c.n)))
-				if c.count > allowed {
-					return fmt.Sprintf("%s cannot hold: %d requests%s missed the bound, and %d of at most %d may", t.Label(), c.count, where, allowed, c.n)
+				if c.count++; c.count > c.allowed {
+					return fmt.Sprintf("%s cannot hold: %d requests%s missed the bound, and %d of at most %d may", t.Label(), c.count, stageWhere(c.stage), c.allowed, c.n)
 				}
 			}
 		}
 		return ""
 	}
+}
+
+// stageWhere names the stage a stop's reason concerns ("" for the whole
+// run).
+func stageWhere(stage int) string {
+	if stage == WholeRun {
+		return ""
+	}
+	return fmt.Sprintf(" in stage %d", stage)
 }

@@ -393,25 +393,5 @@ func TestPublishedBenchmarks(t *testing.T) {
 	for _, r := range runs {
 		b.WriteString(benchTable(r))
 	}
-	table := b.String()
-	doc, err := os.ReadFile(benchDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := strings.Index(string(doc), benchBegin)
-	j := strings.Index(string(doc), benchEnd)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no generated tables (the markers %q and %q)", benchDoc, benchBegin, benchEnd)
-	}
-	if cur := string(doc[i+len(benchBegin) : j]); cur == table {
-		return
-	} else if os.Getenv("EPPSIM_UPDATE_DOCS") != "1" {
-		t.Errorf("the benchmark tables of %s are stale; rerun with EPPSIM_UPDATE_DOCS=1.\nnow:\n%s\ndocumented:\n%s", benchDoc, table, cur)
-		return
-	}
-	updated := string(doc[:i+len(benchBegin)]) + table + string(doc[j:])
-	if err := os.WriteFile(benchDoc, []byte(updated), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("rewrote the benchmark tables of %s", benchDoc)
+	checkGeneratedSection(t, benchDoc, benchBegin, benchEnd, b.String())
 }

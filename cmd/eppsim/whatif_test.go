@@ -51,28 +51,36 @@ func TestFlowControlWhatIf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := os.ReadFile(whatIfDoc)
+	checkGeneratedSection(t, whatIfDoc, whatIfBegin, whatIfEnd, table)
+}
+
+// checkGeneratedSection checks that the text between the markers begin
+// and end of the document at path is content (a table a test generates);
+// with EPPSIM_UPDATE_DOCS=1 it rewrites that text instead.
+func checkGeneratedSection(t *testing.T, path, begin, end, content string) {
+	t.Helper()
+	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := strings.Index(string(doc), whatIfBegin)
-	j := strings.Index(string(doc), whatIfEnd)
+	i := strings.Index(string(doc), begin)
+	j := strings.Index(string(doc), end)
 	if i < 0 || j < i {
-		t.Fatalf("%s has no generated what-if table (the markers %q and %q)", whatIfDoc, whatIfBegin, whatIfEnd)
+		t.Fatalf("%s has no generated section (the markers %q and %q)", path, begin, end)
 	}
-	cur := string(doc[i+len(whatIfBegin) : j])
-	if cur == table {
+	cur := string(doc[i+len(begin) : j])
+	if cur == content {
 		return
 	}
 	if os.Getenv("EPPSIM_UPDATE_DOCS") == "1" {
-		updated := string(doc[:i+len(whatIfBegin)]) + table + string(doc[j:])
-		if err := os.WriteFile(whatIfDoc, []byte(updated), 0o644); err != nil {
+		updated := string(doc[:i+len(begin)]) + content + string(doc[j:])
+		if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("rewrote the what-if table of %s", whatIfDoc)
+		t.Logf("rewrote the generated section of %s", path)
 		return
 	}
-	t.Errorf("the what-if table of %s is stale; rerun with EPPSIM_UPDATE_DOCS=1.\nnow:\n%s\ndocumented:\n%s", whatIfDoc, table, cur)
+	t.Errorf("the generated section of %s is stale; rerun with EPPSIM_UPDATE_DOCS=1.\nnow:\n%s\ndocumented:\n%s", path, content, cur)
 }
 
 // whatIfTable renders the command and, per config, the high class's p99
