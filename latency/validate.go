@@ -298,12 +298,6 @@ func (r *Report) inSample(stat func([]Row, string, func(string) bool) (float64, 
 func (r *Report) CSV() []byte {
 	var b bytes.Buffer
 	b.WriteString(CSVHeader + "\n")
-	num := func(v float64) string {
-		if math.IsNaN(v) {
-			return ""
-		}
-		return strconv.FormatFloat(v, 'f', 4, 64)
-	}
 	byID := map[string]*Result{}
 	for _, res := range r.Results {
 		byID[res.Experiment.ID] = res
@@ -323,10 +317,19 @@ func (r *Report) CSV() []byte {
 				util, binding = res.Utilization, res.Knee.Binding
 			}
 		}
-		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csvField(row.Experiment), row.Scope, row.Metric, num(row.Predicted), num(row.Actual), num(row.APE),
-			num(lo), num(hi), regime, measured, num(util), binding)
+		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csvField(row.Experiment), row.Scope, row.Metric, csvNum(row.Predicted), csvNum(row.Actual), csvNum(row.APE),
+			csvNum(lo), csvNum(hi), regime, measured, csvNum(util), binding)
 	}
 	return b.Bytes()
+}
+
+// csvNum formats a value of latency.csv and latency_out_of_sample.csv:
+// four decimals, empty for NaN (no measurement).
+func csvNum(v float64) string {
+	if math.IsNaN(v) {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', 4, 64)
 }
 
 // OOSHeader is latency_out_of_sample.csv's header line: each protocol's
@@ -339,12 +342,6 @@ const OOSHeader = "protocol,fold,experiment,scope,metric,predicted,actual,ape_pc
 func (r *Report) OutOfSampleCSV() []byte {
 	var b bytes.Buffer
 	b.WriteString(OOSHeader + "\n")
-	num := func(v float64) string {
-		if math.IsNaN(v) {
-			return ""
-		}
-		return strconv.FormatFloat(v, 'f', 4, 64)
-	}
 	for _, pr := range r.OutOfSample {
 		fold := map[string]string{}
 		for _, f := range r.Calibration.Folds {
@@ -360,7 +357,7 @@ func (r *Report) OutOfSampleCSV() []byte {
 		}
 		for _, row := range pr.Rows {
 			fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s\n", pr.Protocol.Name, csvField(fold[row.Experiment]), csvField(row.Experiment), row.Scope, row.Metric,
-				num(row.Predicted), num(row.Actual), num(row.APE), regime[row.Experiment])
+				csvNum(row.Predicted), csvNum(row.Actual), csvNum(row.APE), regime[row.Experiment])
 		}
 	}
 	return b.Bytes()

@@ -108,13 +108,8 @@ func (r *runner) clientPull() {
 	if r.srcDone || r.next != nil || c.unsent == 0 || len(c.ahead) == 0 {
 		return
 	}
-	if r.opts.MaxRequests > 0 && r.injected >= r.opts.MaxRequests {
-		r.srcDone = true
-		return
-	}
-	wr, err := r.src.Next()
-	if err != nil {
-		r.srcEnd(err)
+	wr := r.nextRequest()
+	if wr == nil {
 		return
 	}
 	if wr.Stage != c.stage {
@@ -123,15 +118,9 @@ func (r *runner) clientPull() {
 		return
 	}
 	at := max(c.pop(), c.origin+wr.Arrival-wr.StageStart, r.loop.Now())
-	if r.opts.Duration > 0 && at > r.opts.Duration {
-		r.srcDone = true
-		return
+	if r.inject(wr, at, at) {
+		c.unsent--
 	}
-	c.unsent--
-	r.injected++
-	r.res.Injected++
-	r.next = wr
-	r.at(at, evArrival, 0)
 }
 
 // clientSent arms the timeout of a request sent now. The timeout event is

@@ -731,23 +731,40 @@ func (r *runner) pull() {
 	if r.srcDone {
 		return
 	}
+	if wr := r.nextRequest(); wr != nil {
+		r.inject(wr, wr.Arrival, max(wr.Arrival, r.loop.Now()))
+	}
+}
+
+// nextRequest reads the workload's next request, or returns nil when the
+// source has ended or failed or MaxRequests are injected (srcDone or the
+// failure then says so).
+func (r *runner) nextRequest() *workload.Request {
 	if r.opts.MaxRequests > 0 && r.injected >= r.opts.MaxRequests {
 		r.srcDone = true
-		return
+		return nil
 	}
 	wr, err := r.src.Next()
 	if err != nil {
 		r.srcEnd(err)
-		return
+		return nil
 	}
-	if r.opts.Duration > 0 && wr.Arrival > r.opts.Duration {
+	return wr
+}
+
+// inject schedules wr's arrival at at, unless it is due (its arrival or
+// send time) after Duration, which ends the reading. It reports whether
+// wr was injected.
+func (r *runner) inject(wr *workload.Request, due, at int64) bool {
+	if r.opts.Duration > 0 && due > r.opts.Duration {
 		r.srcDone = true
-		return
+		return false
 	}
 	r.injected++
 	r.res.Injected++
 	r.next = wr
-	r.at(max(wr.Arrival, r.loop.Now()), evArrival, 0)
+	r.at(at, evArrival, 0)
+	return true
 }
 
 // srcEnd ends the reading of the workload on the source's io.EOF or

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -90,7 +91,7 @@ func readPublished(path string) (*published, error) {
 	for k := range p.Stages {
 		p.rates = append(p.rates, k)
 	}
-	slices.SortFunc(p.rates, func(a, b string) int { return cmpFloat(rateOf(a), rateOf(b)) })
+	slices.SortFunc(p.rates, func(a, b string) int { return cmp.Compare(rateOf(a), rateOf(b)) })
 	for l := range p.Configs {
 		p.order = append(p.order, l)
 	}
@@ -101,16 +102,6 @@ func readPublished(path string) (*published, error) {
 func rateOf(key string) float64 {
 	v, _ := strconv.ParseFloat(key, 64)
 	return v
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // simStage is one summary.json "stages" entry, as far as read here.
@@ -258,9 +249,9 @@ func (r *benchRun) targets() benchTargets {
 		}
 	}
 	tg.pubRank = slices.Clone(p.order)
-	slices.SortStableFunc(tg.pubRank, func(a, b string) int { return cmpFloat(val(p.Summary[a].TTFTMean), val(p.Summary[b].TTFTMean)) })
+	slices.SortStableFunc(tg.pubRank, func(a, b string) int { return cmp.Compare(val(p.Summary[a].TTFTMean), val(p.Summary[b].TTFTMean)) })
 	tg.simRank = slices.Clone(p.order)
-	slices.SortStableFunc(tg.simRank, func(a, b string) int { return cmpFloat(simMean[a], simMean[b]) })
+	slices.SortStableFunc(tg.simRank, func(a, b string) int { return cmp.Compare(simMean[a], simMean[b]) })
 	return tg
 }
 
