@@ -232,43 +232,36 @@ func (t *traffic) stageRequests(m float64, env *sim.Options) int {
 // the format allows (hash-id traces), for its arrivals and its mean prompt
 // and output lengths (tokens).
 func count(ctx context.Context, spec *scenario.Spec) (arr []int64, stages []workload.StagePlan, prompt, output float64, closed bool, err error) {
-	var sp, so float64
-	arr, stages, err = countFn(ctx, spec, func(r *workload.Request) {
-		sp += float64(r.PromptLen)
-		so += float64(r.OutputTokens)
-		closed = closed || r.AfterPrevious
-	})
-	if n := float64(len(arr)); n > 0 {
-		prompt, output = sp/n, so/n
-	}
-	return arr, stages, prompt, output, closed, err
-}
-
-func countFn(ctx context.Context, spec *scenario.Spec, each func(*workload.Request)) ([]int64, []workload.StagePlan, error) {
 	s := *spec
 	if s.Open == nil {
 		s.Workload.NoTokens = true
 	}
 	st, err := scenario.SpecOpener(&s)()
 	if err != nil {
-		return nil, nil, &scenario.InputError{Err: err}
+		return nil, nil, 0, 0, false, &scenario.InputError{Err: err}
 	}
 	defer st.Close()
-	var out []int64
+	var sp, so float64
 	for {
-		if len(out)%1024 == 0 && ctx.Err() != nil {
-			return nil, nil, context.Cause(ctx)
+		if len(arr)%1024 == 0 && ctx.Err() != nil {
+			return nil, nil, 0, 0, false, context.Cause(ctx)
 		}
 		r, err := st.Next()
 		if err == io.EOF {
-			return out, st.Stages(), nil
+			break
 		}
 		if err != nil {
-			return nil, nil, &scenario.InputError{Err: err}
+			return nil, nil, 0, 0, false, &scenario.InputError{Err: err}
 		}
-		out = append(out, r.Arrival)
-		each(r)
+		arr = append(arr, r.Arrival)
+		sp += float64(r.PromptLen)
+		so += float64(r.OutputTokens)
+		closed = closed || r.AfterPrevious
 	}
+	if n := float64(len(arr)); n > 0 {
+		prompt, output = sp/n, so/n
+	}
+	return arr, st.Stages(), prompt, output, closed, nil
 }
 
 // requests is how many requests a run reads at arrival scale k
