@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/report"
@@ -66,11 +68,53 @@ type Search struct {
 	// NoEarlyStop runs every simulation to its end.
 	NoEarlyStop bool
 	// Shard selects the configurations this process searches: those whose
-	// index i has i mod N == I (N ≤ 1: all).
+	// index i has i mod N == I (N ≤ 1: all). With Share, every shard
+	// searches every configuration and Shard splits each round's
+	// simulations instead.
 	Shard struct{ I, N int }
+	// PointsPerRound is how many points each configuration's search
+	// evaluates at once (0: 1; with Share, enough for every shard to
+	// have a simulation each round: ⌈N ÷ (configurations × seeds)⌉). One
+	// point is the bisection; K points split the bracket into K + 1
+	// parts per round, and the bracketing takes the next K steps of its
+	// schedule, so more points per round cost more simulations and fewer
+	// rounds.
+	PointsPerRound int
+	// RunLog is the file that records every finished simulation
+	// (RunsFile in --out; "" for none). A search started again with the
+	// same log reads its runs from it instead of simulating them, so an
+	// interrupted search resumes; Fresh starts the log over.
+	RunLog string
+	Fresh  bool
+	// Share is a directory every shard of a shared search reads and
+	// writes (a volume the pods of an Indexed Job mount): shard I
+	// simulates the round's simulations whose index ≡ I (mod N), appends
+	// them to SharedRunsFile(I, N) there, and waits (polling every
+	// ShareWait.Poll, at most ShareWait.Max) until the other shards have
+	// recorded theirs; every shard then takes the same next step and ends
+	// with the whole result.
+	Share     string
+	ShareWait ShareWait
+	// Fingerprint is the caller's description of everything else that
+	// determines the simulations (the command's flags): a run log whose
+	// search had another fingerprint is refused.
+	Fingerprint string
 	// Progress, when set, receives a line per evaluated point.
 	Progress io.Writer
 }
+
+// ShareWait bounds a shared search's wait for the other shards.
+type ShareWait struct {
+	Poll, Max time.Duration
+}
+
+// Defaults of a shared search's wait: the other shards' logs are read
+// once a second, for at most a day (a shard pod that dies is restarted by
+// its Job and resumes from its log).
+const (
+	DefaultSharePoll = time.Second
+	DefaultShareMax  = 24 * time.Hour
+)
 
 // Run is one simulation of a point: one seed.
 type Run struct {
@@ -163,8 +207,10 @@ type Result struct {
 	// answers (closed-loop replay): its rate then falls as latency grows.
 	ClosedLoop bool `json:"closed_loop,omitempty"`
 	// Start is the rate search's first multiplier.
-	Start     float64 `json:"start_multiplier,omitempty"`
-	EarlyStop bool    `json:"early_stop"`
+	Start float64 `json:"start_multiplier,omitempty"`
+	// PointsPerRound is Search.PointsPerRound (absent for 1).
+	PointsPerRound int  `json:"points_per_round,omitempty"`
+	EarlyStop      bool `json:"early_stop"`
 	// TotalConfigs is how many configurations the search has, Shard the
 	// part this result holds (I/N; empty for all of them).
 	TotalConfigs int      `json:"total_configs"`
@@ -415,22 +461,75 @@ func Do(ctx context.Context, s Search) (*Result, error) {
 	}
 	fd := &feeds{epps: s.EPPs, open: map[string]*scenario.Feed{}, retain: max(retain, 0)}
 	defer fd.close()
+	shared := s.Share != "" && s.Shard.N > 1
+	if shared {
+		res.Shard = ""
+	}
 	var states []*state
 	for i, e := range s.EPPs {
-		if s.Shard.N > 1 && i%s.Shard.N != s.Shard.I {
+		if !shared && s.Shard.N > 1 && i%s.Shard.N != s.Shard.I {
 			continue
 		}
 		st := &state{cfg: Config{Index: i, Name: e.Name}, epp: e}
+		x := s.Start
 		if s.Rate > 0 {
-			st.x = float64(len(s.Spec.Fleet))
+			x = float64(len(s.Spec.Fleet))
 			if perReplica > 0 && autoStart {
-				st.x = math.Ceil(s.Rate / (0.7 * perReplica))
+				x = math.Ceil(s.Rate / (0.7 * perReplica))
 			}
-			st.x = math.Min(math.Max(st.x, 1), float64(s.MaxReplicas))
-		} else {
-			st.x = s.Start
+			x = math.Min(math.Max(x, 1), float64(s.MaxReplicas))
 		}
 		states = append(states, st)
+		st.next = []float64{x}
+	}
+	if s.PointsPerRound <= 0 {
+		s.PointsPerRound = 1
+		if shared {
+			per := len(states) * s.Seeds
+			s.PointsPerRound = (s.Shard.N + per - 1) / per
+		}
+	}
+	if s.PointsPerRound > 1 {
+		res.PointsPerRound = s.PointsPerRound
+		for _, st := range states {
+			// The first round: the start and the next steps of the
+			// bracketing as if each held (a rate search) or failed (a
+			// replica search).
+			if s.Rate > 0 {
+				st.next = st.replicasUp(&s, st.next[0], 0, s.PointsPerRound-1, true)
+			} else {
+				st.next = st.ratesFrom(&s, st.next[0], 0, s.PointsPerRound-1, true)
+			}
+		}
+	}
+	if s.ShareWait.Poll <= 0 {
+		s.ShareWait.Poll = DefaultSharePoll
+	}
+	if s.ShareWait.Max <= 0 {
+		s.ShareWait.Max = DefaultShareMax
+	}
+	logPath, others := s.RunLog, []string(nil)
+	if shared {
+		logPath = filepath.Join(s.Share, SharedRunsFile(s.Shard.I, s.Shard.N))
+		for i := range s.Shard.N {
+			if i != s.Shard.I {
+				others = append(others, filepath.Join(s.Share, SharedRunsFile(i, s.Shard.N)))
+			}
+		}
+	}
+	var rl *runLog
+	if logPath != "" {
+		h, err := searchHash(&s)
+		if err != nil {
+			return nil, &scenario.InputError{Err: err}
+		}
+		if rl, err = openRunLog(logPath, h, others, s.Fresh); err != nil {
+			if scenario.IsInputError(err) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("--out: %w", err)
+		}
+		defer rl.close()
 	}
 	for round := 0; ; round++ {
 		var active []*state
@@ -442,7 +541,7 @@ func Do(ctx context.Context, s Search) (*Result, error) {
 		if len(active) == 0 {
 			break
 		}
-		if err := evalRound(ctx, &s, res, &tr, fd, active); err != nil {
+		if err := evalRound(ctx, &s, res, &tr, fd, rl, active); err != nil {
 			return nil, err
 		}
 		for _, st := range active {
@@ -503,53 +602,72 @@ func seedSpec(spec *scenario.Spec, seed uint64) *scenario.Spec {
 	return &s
 }
 
-// state is one configuration's search in progress: x is the next point
-// (a rate multiplier, or a fleet size); lo and hi bracket the answer.
+// state is one configuration's search in progress: next are the points of
+// its next round (rate multipliers, or fleet sizes), round the points of
+// the round just evaluated; good and bad bracket the answer.
 type state struct {
-	cfg  Config
-	epp  scenario.EPP
-	x    float64
-	last *Point
+	cfg   Config
+	epp   scenario.EPP
+	next  []float64
+	round []*Point
 	// good is the best point that holds (the highest rate, the fewest
 	// replicas), bad the nearest that fails.
 	good, bad *Point
-	steps     int
+	steps     int // points evaluated
 	done      bool
 }
 
-// evalRound simulates every active configuration's next point on every
-// seed, all at once, the runs of one seed reading one Feed.
-func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *feeds, active []*state) error {
+// evalRound simulates every active configuration's next points on every
+// seed, all at once, the runs of one seed reading one Feed. Runs the log
+// holds are read from it; in a shared search this shard simulates the
+// round's runs whose index ≡ I (mod N) and waits for the others'.
+func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *feeds, rl *runLog, active []*state) error {
 	type job struct {
 		st   *state
 		pt   *Point
 		k    int
+		key  runKey
 		spec *scenario.Spec
 		rd   *scenario.FeedReader
 	}
-	var jobs []*job
+	var all, jobs []*job
 	for _, st := range active {
-		pt := &Point{Multiplier: st.x, Replicas: len(s.Spec.Fleet)}
-		if s.Rate > 0 {
-			pt.Multiplier = s.Rate / res.BaseRate
-			pt.Replicas = int(st.x)
-		}
-		pt.Rate = pt.Multiplier * res.BaseRate
-		pt.Runs = make([]Run, len(res.Seeds))
-		st.last = pt
-		for k, seed := range res.Seeds {
-			spec := seedSpec(s.Spec, seed)
-			if tr.stretch() {
-				if pt.Multiplier != 1 {
-					spec.Workload.InferencePerf.RateScale = pt.Multiplier
-				}
-			} else {
-				spec.ArrivalScale = 1 / pt.Multiplier
-			}
+		st.round = st.round[:0]
+		for _, x := range st.next {
+			pt := &Point{Multiplier: x, Replicas: len(s.Spec.Fleet)}
 			if s.Rate > 0 {
-				spec.Fleet = sim.UniformFleet(pt.Replicas, s.Spec.Fleet[0].Preset)
+				pt.Multiplier = s.Rate / res.BaseRate
+				pt.Replicas = int(x)
 			}
-			jobs = append(jobs, &job{st: st, pt: pt, k: k, spec: spec})
+			pt.Rate = pt.Multiplier * res.BaseRate
+			pt.Runs = make([]Run, len(res.Seeds))
+			st.round = append(st.round, pt)
+			for k, seed := range res.Seeds {
+				j := &job{st: st, pt: pt, k: k, key: runKey{Config: st.cfg.Index, X: x, Seed: seed}}
+				all = append(all, j)
+				if rl != nil {
+					if r, ok := rl.lookup(j.key); ok {
+						pt.Runs[k] = r
+						continue
+					}
+				}
+				if s.Share != "" && s.Shard.N > 1 && (len(all)-1)%s.Shard.N != s.Shard.I {
+					continue // another shard's
+				}
+				spec := seedSpec(s.Spec, seed)
+				if tr.stretch() {
+					if pt.Multiplier != 1 {
+						spec.Workload.InferencePerf.RateScale = pt.Multiplier
+					}
+				} else {
+					spec.ArrivalScale = 1 / pt.Multiplier
+				}
+				if s.Rate > 0 {
+					spec.Fleet = sim.UniformFleet(pt.Replicas, s.Spec.Fleet[0].Preset)
+				}
+				j.spec = spec
+				jobs = append(jobs, j)
+			}
 		}
 	}
 	for _, j := range jobs {
@@ -590,6 +708,9 @@ func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *fee
 				return
 			}
 			j.pt.Runs[j.k] = judge(s.SLO, sum, seed, n)
+			if rl != nil {
+				errs[i] = rl.add(j.key, j.pt.Runs[j.k])
+			}
 		})
 	}
 	wg.Wait()
@@ -604,37 +725,82 @@ func evalRound(ctx context.Context, s *Search, res *Result, tr *traffic, fd *fee
 			return err
 		}
 	}
-	for _, st := range active {
-		pt := st.last
-		pt.Holds = true
-		for _, r := range pt.Runs {
-			pt.Holds = pt.Holds && r.Holds
-			if r.StoppedEarly != "" {
-				res.Stats.Stopped++
-				res.Stats.Skipped += r.Requests - r.FinalRequests
-				res.Stats.Requests += r.FinalRequests
-			} else {
-				res.Stats.Full++
-				res.Stats.Requests += r.Requests
+	if s.Share != "" && s.Shard.N > 1 {
+		if err := awaitShards(ctx, s, rl, len(all), func(i int) (runKey, bool) {
+			j := all[i]
+			r, ok := rl.lookup(j.key)
+			if ok {
+				j.pt.Runs[j.k] = r
 			}
+			return j.key, ok
+		}); err != nil {
+			return err
 		}
-		st.cfg.Points = append(st.cfg.Points, *pt)
-		st.steps++
-		if s.Progress != nil {
-			verdict := "holds"
-			if !pt.Holds {
-				verdict = "fails"
-				for _, r := range pt.Runs {
-					if r.StoppedEarly != "" {
-						verdict += " (stopped early)"
-						break
-					}
+	}
+	for _, st := range active {
+		for _, pt := range st.round {
+			pt.Holds = true
+			for _, r := range pt.Runs {
+				pt.Holds = pt.Holds && r.Holds
+				if r.StoppedEarly != "" {
+					res.Stats.Stopped++
+					res.Stats.Skipped += r.Requests - r.FinalRequests
+					res.Stats.Requests += r.FinalRequests
+				} else {
+					res.Stats.Full++
+					res.Stats.Requests += r.Requests
 				}
 			}
-			fmt.Fprintf(s.Progress, "eppsim: capacity: %s at %s: %s\n", st.epp.Name, describe(pt, s.Rate > 0), verdict)
+			st.cfg.Points = append(st.cfg.Points, *pt)
+			st.steps++
+			if s.Progress != nil {
+				verdict := "holds"
+				if !pt.Holds {
+					verdict = "fails"
+					for _, r := range pt.Runs {
+						if r.StoppedEarly != "" {
+							verdict += " (stopped early)"
+							break
+						}
+					}
+				}
+				fmt.Fprintf(s.Progress, "eppsim: capacity: %s at %s: %s\n", st.epp.Name, describe(pt, s.Rate > 0), verdict)
+			}
 		}
 	}
 	return nil
+}
+
+// awaitShards waits until every one of a round's n runs is recorded
+// (have reports run i's), reading the other shards' logs every
+// ShareWait.Poll, for at most ShareWait.Max.
+func awaitShards(ctx context.Context, s *Search, rl *runLog, n int, have func(i int) (runKey, bool)) error {
+	deadline := time.Now().Add(s.ShareWait.Max)
+	for {
+		missing := -1
+		for i := range n {
+			if _, ok := have(i); !ok {
+				missing = i
+				break
+			}
+		}
+		if missing < 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			k, _ := have(missing)
+			return fmt.Errorf("--share %s: shard %d of %d has not recorded configuration %d at %g, seed %d, after %s: is its pod running?",
+				s.Share, missing%s.Shard.N, s.Shard.N, k.Config, k.X, k.Seed, s.ShareWait.Max)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(s.ShareWait.Poll):
+		}
+		if err := rl.refresh(); err != nil {
+			return err
+		}
+	}
 }
 
 func describe(pt *Point, replicas bool) string {
@@ -679,68 +845,123 @@ func judge(terms []Term, sum *report.Summary, seed uint64, n int) Run {
 	return r
 }
 
-// stepRate moves a rate search after its last point: up (or down) by
-// factors that square at each step (1.25, 1.56, 2.44, ...) until the
-// answer is bracketed, then bisecting the bracket geometrically to the
-// tolerance.
-func (st *state) stepRate(s *Search) {
-	pt := st.last
-	if pt.Holds {
-		if st.good == nil || pt.Multiplier > st.good.Multiplier {
-			st.good = pt
+// rateFactor is the bracketing's n-th step factor: 1.25, 1.56, 2.44, ...
+// (each the square of the last).
+func rateFactor(n int) float64 { return math.Pow(1.25, math.Pow(2, float64(n-1))) }
+
+// ratesFrom continues the rate bracketing from x, after n steps, for k
+// more points up (or down), within [Start/MaxFactor, Start·MaxFactor].
+func (st *state) ratesFrom(s *Search, x float64, n, k int, up bool) []float64 {
+	out := []float64{x}
+	for j := 1; j <= k; j++ {
+		if up {
+			x *= rateFactor(n + j)
+		} else {
+			x /= rateFactor(n + j)
 		}
-	} else if st.bad == nil || pt.Multiplier < st.bad.Multiplier {
-		st.bad = pt
+		if x > s.Start*s.MaxFactor || x < s.Start/s.MaxFactor {
+			break
+		}
+		out = append(out, x)
 	}
-	f := math.Pow(1.25, math.Pow(2, float64(st.steps-1)))
+	return out
+}
+
+// replicasUp continues the replica bracketing from x replicas, after n
+// steps, for k more fleets up (by 1, 2, 4, ... replicas, at most
+// MaxReplicas) or down (at least 1).
+func (st *state) replicasUp(s *Search, x float64, n, k int, up bool) []float64 {
+	out := []float64{x}
+	for j := 1; j <= k; j++ {
+		step := float64(int(1) << min(n+j-1, 20))
+		if up {
+			if x >= float64(s.MaxReplicas) {
+				break
+			}
+			x = math.Min(x+step, float64(s.MaxReplicas))
+		} else {
+			if x <= 1 {
+				break
+			}
+			x = math.Max(x-step, 1)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// stepRate moves a rate search after its round: up (or down) by factors
+// that square at each step (1.25, 1.56, 2.44, ...) until the answer is
+// bracketed, then splitting the bracket geometrically (bisecting it, with
+// one point per round) to the tolerance.
+func (st *state) stepRate(s *Search) {
+	for _, pt := range st.round {
+		if pt.Holds {
+			if st.good == nil || pt.Multiplier > st.good.Multiplier {
+				st.good = pt
+			}
+		} else if st.bad == nil || pt.Multiplier < st.bad.Multiplier {
+			st.bad = pt
+		}
+	}
+	k := s.PointsPerRound
 	switch {
 	case st.bad == nil:
-		st.x = pt.Multiplier * f
-		if st.x > s.Start*s.MaxFactor {
-			st.done = true
-		}
+		st.next = st.ratesFrom(s, st.good.Multiplier, st.steps-1, k, true)[1:]
 	case st.good == nil:
-		st.x = pt.Multiplier / f
-		if st.x < s.Start/s.MaxFactor {
-			st.done = true
-		}
+		st.next = st.ratesFrom(s, st.bad.Multiplier, st.steps-1, k, false)[1:]
 	case st.bad.Multiplier/st.good.Multiplier <= 1+s.Tolerance:
-		st.done = true
+		st.next = nil
 	default:
-		st.x = math.Sqrt(st.good.Multiplier * st.bad.Multiplier)
+		g, b := st.good.Multiplier, st.bad.Multiplier
+		// Enough points to reach the tolerance in this round, at most k.
+		m := min(k, max(1, int(math.Ceil(math.Log(b/g)/math.Log1p(s.Tolerance)))-1))
+		if m == 1 {
+			st.next = []float64{math.Sqrt(g * b)}
+			break
+		}
+		st.next = st.next[:0]
+		for j := 1; j <= m; j++ {
+			st.next = append(st.next, g*math.Pow(b/g, float64(j)/float64(m+1)))
+		}
 	}
+	st.done = len(st.next) == 0
 }
 
 // stepReplicas moves a replica search: from its first fleet, up (or
 // down) by steps that double (1, 2, 4, ... replicas) until bracketed,
-// then integer bisection.
+// then integer bisection (with k points per round, k + 1 parts).
 func (st *state) stepReplicas(s *Search) {
-	pt := st.last
-	n := pt.Replicas
-	if pt.Holds {
-		if st.good == nil || n < st.good.Replicas {
-			st.good = pt
+	for _, pt := range st.round {
+		n := pt.Replicas
+		if pt.Holds {
+			if st.good == nil || n < st.good.Replicas {
+				st.good = pt
+			}
+		} else if st.bad == nil || n > st.bad.Replicas {
+			st.bad = pt
 		}
-	} else if st.bad == nil || n > st.bad.Replicas {
-		st.bad = pt
 	}
-	step := 1 << min(st.steps-1, 20)
+	k := s.PointsPerRound
 	switch {
 	case st.good == nil:
-		if n >= s.MaxReplicas {
-			st.done = true
-		}
-		st.x = float64(min(n+step, s.MaxReplicas))
+		st.next = st.replicasUp(s, float64(st.bad.Replicas), st.steps-1, k, true)[1:]
 	case st.bad == nil:
-		if n == 1 {
-			st.done = true
-		}
-		st.x = float64(max(n-step, 1))
+		st.next = st.replicasUp(s, float64(st.good.Replicas), st.steps-1, k, false)[1:]
 	case st.good.Replicas-st.bad.Replicas <= 1:
-		st.done = true
+		st.next = nil
 	default:
-		st.x = float64((st.good.Replicas + st.bad.Replicas) / 2)
+		g, b := st.good.Replicas, st.bad.Replicas
+		m := min(k, g-b-1)
+		st.next = st.next[:0]
+		for j := 1; j <= m; j++ {
+			x := float64(b + j*(g-b)/(m+1))
+			if len(st.next) == 0 || x > st.next[len(st.next)-1] {
+				st.next = append(st.next, x)
+			}
+		}
 	}
+	st.done = len(st.next) == 0
 }
 
 // finish states the configuration's answer from its points.

@@ -413,14 +413,29 @@ func sample(sizes []int, grid float64, n int, seed uint64) [][]int32 {
 
 // specDoc records the sweep's specification.
 func specDoc(sw Sweep, spec *scenario.Spec, b *base, n int) (SpecDoc, error) {
-	d := SpecDoc{Version: sw.Version, Trace: spec.Trace, EPPConfig: sw.EPP.Source, Baseline: b.builtin,
-		Fleet: sw.Fleet, BaseEPP: string(b.yaml), Random: sw.Random, Points: n}
+	d, err := TrafficDoc(spec)
+	if err != nil {
+		return d, err
+	}
+	d.Version, d.EPPConfig, d.Baseline, d.Fleet, d.BaseEPP, d.Random, d.Points = sw.Version, sw.EPP.Source, b.builtin, sw.Fleet, string(b.yaml), sw.Random, n
 	if sw.EPP.YAML != nil {
 		d.EPPConfig = sw.EPP.Name
 	}
 	if sw.Random > 0 {
 		d.RandomSeed = sw.RandomSeed
 	}
+	for _, dim := range sw.Dims {
+		d.Dims = append(d.Dims, DimDoc{Name: dim.Name, Values: dim.Values})
+	}
+	return d, nil
+}
+
+// TrafficDoc records what of spec determines its simulations: the trace
+// (a file by the SHA-256 of its content), the workload options, the
+// fleet and the environment. The capacity search's resumable run log
+// identifies its traffic with it too.
+func TrafficDoc(spec *scenario.Spec) (SpecDoc, error) {
+	d := SpecDoc{Trace: spec.Trace}
 	if !strings.HasPrefix(spec.Trace, workload.BuiltinPrefix) {
 		// An inference-perf config is identified by the config file.
 		sum, err := fileSHA256(strings.TrimPrefix(spec.Trace, workload.InferencePerfPrefix))
@@ -447,9 +462,6 @@ func specDoc(sw Sweep, spec *scenario.Spec, b *base, n int) (SpecDoc, error) {
 	}
 	if e.Warmup > 0 {
 		d.Environment.Warmup = time.Duration(e.Warmup).String()
-	}
-	for _, dim := range sw.Dims {
-		d.Dims = append(d.Dims, DimDoc{Name: dim.Name, Values: dim.Values})
 	}
 	return d, nil
 }

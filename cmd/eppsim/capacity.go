@@ -7,8 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/eppsim/eppsim/capacity"
 	"github.com/eppsim/eppsim/scenario"
@@ -28,6 +31,9 @@ type capacityFlags struct {
 	seeds       int
 	earlyStop   bool
 	shard       string
+	perRound    int
+	share       string
+	shareWait   time.Duration
 	out         string
 	force       bool
 	progress    string
@@ -65,9 +71,16 @@ reading of the trace.
 It prints the table (config, answer, binding SLO term, binding replica limit, margin to the
 next point) and "What this run shows"; --out DIR writes capacity.json, curves.csv (every
 point and seed: the SLO metrics, utilization, binding limit, TTFT p99 interval),
-capacity.md and the plots (slo-METRIC.svg/png per term, replicas.svg/png). --shard I/N
-searches only the configurations whose index ≡ I (mod N); "eppsim capacity merge" joins the
-shards' directories. See docs/capacity.md.`,
+capacity.md and the plots (slo-METRIC.svg/png per term, replicas.svg/png), and keeps every
+finished simulation in runs.jsonl as it goes: the same command again (after an interruption,
+or a crash) reads those runs instead of simulating them and resumes; --force starts over.
+
+Across machines: --shard I/N searches only the configurations whose index ≡ I (mod N), and
+"eppsim capacity merge" joins the shards' directories; or --shard I/N --share DIR (a directory
+all shards mount) splits every round's simulations between the shards, whatever the number
+of configurations, each shard logging its runs in DIR and waiting for the others' before the
+next round, and each writes the whole result. --points-per-round K evaluates K points of each
+configuration per round (K + 1 parts of the bracket instead of 2). See docs/capacity.md.`,
 		Example: `  eppsim trace synth --preset chat --sessions 200 --out chat.jsonl
   eppsim capacity --trace chat.jsonl --mode open-loop --rate 40 --epp-config default \
     --epp-config round-robin --slo 'ttft_p90<=1s' --slo 'success>=0.99' --out cap-replicas
@@ -76,7 +89,7 @@ shards' directories. See docs/capacity.md.`,
 `,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return capacityMain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+			return capacityMain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, capacityFingerprint(cmd.Flags()))
 		},
 	}
 	fl := cmd.Flags()
@@ -91,7 +104,10 @@ shards' directories. See docs/capacity.md.`,
 	fl.IntVar(&f.maxReplicas, "max-replicas", 1000, "largest fleet the replica search tries (at most 10,000)")
 	fl.IntVar(&f.seeds, "seeds", 1, "seeds per point (--seed, --seed+1, ...): a point holds when every seed holds")
 	fl.BoolVar(&f.earlyStop, "early-stop", true, "stop a simulation once an SLO term can no longer hold")
-	fl.StringVar(&f.shard, "shard", "", "search only the configurations with index ≡ I (mod N), as I/N")
+	fl.StringVar(&f.shard, "shard", "", "search only the configurations with index ≡ I (mod N), as I/N (with --share: simulate the runs of each round with index ≡ I (mod N))")
+	fl.IntVar(&f.perRound, "points-per-round", 0, "points each configuration's search evaluates at once (0: 1, or with --share enough to give every shard a run per round)")
+	fl.StringVar(&f.share, "share", "", "a directory every --shard of a shared search reads and writes: the shards search every configuration together and each writes the whole result")
+	fl.DurationVar(&f.shareWait, "share-wait", capacity.DefaultShareMax, "how long a shard of a shared search waits for the others' runs of a round")
 	fl.StringVar(&f.out, "out", "", "output directory (capacity.json, curves.csv, capacity.md, plots)")
 	fl.BoolVar(&f.force, "force", false, "overwrite the results an --out directory holds")
 	fl.StringVar(&f.progress, "progress", "auto", "a line per point on stderr: auto (when a terminal), always, never")
@@ -100,7 +116,7 @@ shards' directories. See docs/capacity.md.`,
 	return cmd
 }
 
-func capacityMain(ctx context.Context, stdout, stderr io.Writer, f *capacityFlags) error {
+func capacityMain(ctx context.Context, stdout, stderr io.Writer, f *capacityFlags, fingerprint string) error {
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	terms, err := capacity.ParseSLO(f.slo)
@@ -127,6 +143,20 @@ func capacityMain(ctx context.Context, stdout, stderr io.Writer, f *capacityFlag
 	if f.shard != "" {
 		if shard, err = sweep.ParseShard(f.shard); err != nil {
 			return withExitCode(2, err)
+		}
+	}
+	switch {
+	case f.perRound < 0 || f.perRound > 64:
+		return withExitCode(2, fmt.Errorf("--points-per-round %d: must be in 0..64", f.perRound))
+	case f.share != "" && shard.N < 2:
+		return withExitCode(2, fmt.Errorf("--share %s: needs --shard I/N with N ≥ 2 (the shards that share the directory)", f.share))
+	case !(f.shareWait > 0):
+		return withExitCode(2, fmt.Errorf("--share-wait %s: must be positive", f.shareWait))
+	}
+	if f.share != "" {
+		// Every shard may create it: MkdirAll accepts one that exists.
+		if err := os.MkdirAll(f.share, 0o755); err != nil {
+			return withExitCode(2, fmt.Errorf("--share: %w", err))
 		}
 	}
 	prog, err := progressWriter(f.progress, stderr)
@@ -157,17 +187,42 @@ func capacityMain(ctx context.Context, stdout, stderr io.Writer, f *capacityFlag
 		}
 		epps = append(epps, e)
 	}
+	resume := false
 	if f.out != "" {
-		if err := checkOutDir(f.out, f.force); err != nil {
-			return withExitCode(2, err)
+		// An --out that holds a run log resumes its search (the log
+		// refuses another search's); --force starts over.
+		_, err := os.Stat(filepath.Join(f.out, capacity.RunsFile))
+		resume = err == nil && f.share == ""
+		if !resume {
+			if err := checkOutDir(f.out, f.force); err != nil {
+				return withExitCode(2, err)
+			}
+		}
+		if f.share == "" {
+			if err := os.MkdirAll(f.out, 0o755); err != nil {
+				return withExitCode(2, fmt.Errorf("--out: %w", err))
+			}
 		}
 	}
 	s := capacity.Search{Spec: spec, EPPs: epps, SLO: terms, Rate: f.rate, Tolerance: f.tolerance, Start: f.start,
-		MaxFactor: f.maxFactor, RetainBytes: retainBytes(f.traceMemory), MaxReplicas: f.maxReplicas, Seeds: f.seeds, NoEarlyStop: !f.earlyStop, Progress: prog}
+		MaxFactor: f.maxFactor, RetainBytes: retainBytes(f.traceMemory), MaxReplicas: f.maxReplicas, Seeds: f.seeds, NoEarlyStop: !f.earlyStop, Progress: prog,
+		PointsPerRound: f.perRound, Share: f.share, Fingerprint: fingerprint}
+	// --force starts a search's own run log over; a shared search's logs
+	// are always resumed (a restarted pod must find its runs: remove the
+	// --share directory to start over), and --force then only lets the
+	// result overwrite --out.
+	s.Fresh = f.force && f.share == ""
+	s.ShareWait.Max = f.shareWait
 	s.Shard.I, s.Shard.N = shard.I, shard.N
+	if f.out != "" && f.share == "" {
+		s.RunLog = filepath.Join(f.out, capacity.RunsFile)
+	}
 	res, err := capacity.Do(ctx, s)
 	if err != nil {
 		if ctx.Err() != nil {
+			if s.RunLog != "" || s.Share != "" {
+				return interrupted(ctx, fmt.Errorf("%w; the finished simulations are in %s: run the same command again to resume", errInterrupted, runLogName(&s)))
+			}
 			return interrupted(ctx, nil)
 		}
 		if scenario.IsInputError(err) {
@@ -186,6 +241,30 @@ func capacityMain(ctx context.Context, stdout, stderr io.Writer, f *capacityFlag
 		fmt.Fprintf(stdout, "wrote %s, %s, %s and the plots in %s\n", capacity.JSONFile, capacity.CurvesFile, capacity.MarkdownOut, f.out)
 	}
 	return nil
+}
+
+// runLogName is where a search keeps its runs.
+func runLogName(s *capacity.Search) string {
+	if s.Share != "" {
+		return filepath.Join(s.Share, capacity.SharedRunsFile(s.Shard.I, s.Shard.N))
+	}
+	return s.RunLog
+}
+
+// capacityFingerprint describes the flags a user set that can change a
+// search's simulations: all but those of output, progress and
+// distribution (the run log identifies the search by it, beside the
+// traffic and configurations by content).
+func capacityFingerprint(fl *pflag.FlagSet) string {
+	skip := map[string]bool{"out": true, "force": true, "progress": true, "dpi": true, "shard": true, "share": true, "share-wait": true}
+	var b strings.Builder
+	fmt.Fprintf(&b, "eppsim %s\n", version)
+	fl.VisitAll(func(f *pflag.Flag) {
+		if f.Changed && !skip[f.Name] {
+			fmt.Fprintf(&b, "--%s=%s\n", f.Name, f.Value.String())
+		}
+	})
+	return b.String()
 }
 
 // retainBytes is --trace-memory in bytes (negative for none).

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -99,10 +100,124 @@ func TestCapacityBadInput(t *testing.T) {
 		{[]string{"--slo", "ttft_p99<=1s", "--shard", "2/2"}, "shard"},
 		{[]string{"--slo", "ttft_p99<=1s", "--epp-config", "nope"}, "--epp-config nope"},
 		{[]string{"--slo", "ttft_p99<=1s", "--out", full}, "already holds earlier results"},
+		{[]string{"--slo", "ttft_p99<=1s", "--points-per-round", "-1"}, "--points-per-round -1"},
+		{[]string{"--slo", "ttft_p99<=1s", "--share", full}, "needs --shard I/N"},
+		{[]string{"--slo", "ttft_p99<=1s", "--shard", "0/2", "--share", filepath.Join(full, "x")}, "--share"},
+		{[]string{"--slo", "ttft_p99<=1s", "--shard", "0/2", "--share", full, "--share-wait", "0s"}, "--share-wait 0s"},
 	} {
 		_, _, err := runCLI(t, append(base, tc.args...)...)
 		if exitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v (exit %d), want exit 2 and %q", tc.args, err, exitCode(err), tc.want)
+		}
+	}
+}
+
+// TestCapacityResumes: --out keeps the run log; the same command again
+// reads every run from it and writes the same files, without --force;
+// another search on that directory is refused (exit 2, naming the log)
+// unless --force starts it over.
+func TestCapacityResumes(t *testing.T) {
+	trace := capacityTrace(t)
+	dir := filepath.Join(t.TempDir(), "cap")
+	base := []string{"capacity", "--trace", trace, "--mode", "open-loop", "--replicas", "2", "--progress", "never", "--dpi", "20",
+		"--tolerance", "0.2", "--epp-config", "round-robin", "--slo", "ttft_p99<=80ms", "--out", dir}
+	if _, _, err := runCLI(t, base...); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(filepath.Join(dir, "capacity.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "runs.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCLI(t, base...); err != nil {
+		t.Fatalf("resuming a finished search: %v", err)
+	}
+	again, _ := os.ReadFile(filepath.Join(dir, "capacity.json"))
+	log2, _ := os.ReadFile(filepath.Join(dir, "runs.jsonl"))
+	if !bytes.Equal(first, again) || !bytes.Equal(log, log2) {
+		t.Errorf("the resumed search changed capacity.json (%v) or simulated again (log %d → %d bytes)", !bytes.Equal(first, again), len(log), len(log2))
+	}
+	other := append(slices.Clone(base), "--slo", "success>=0.99")
+	_, _, err = runCLI(t, other...)
+	if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), filepath.Join(dir, "runs.jsonl")) {
+		t.Errorf("another search on the directory: %v (exit %d), want exit 2 naming runs.jsonl", err, exitCode(err))
+	}
+	if _, _, err := runCLI(t, append(other, "--force")...); err != nil {
+		t.Errorf("--force: %v", err)
+	}
+}
+
+// TestK8sCapacitySharedJob parses deploy/k8s/capacity-shared-job.yaml and
+// runs its pods' command lines locally and at once (each round waits for
+// every pod), with volume paths pointing at temporary directories, a small
+// trace and two replicas: every pod writes the capacity.json of the
+// unshared search with --points-per-round N (one configuration, one
+// seed).
+func TestK8sCapacitySharedJob(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/k8s/capacity-shared-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job k8sJob
+	if err := yaml.Unmarshal(raw, &job); err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	n := job.Spec.Completions
+	if job.Metadata.Name != "eppsim-capacity-shared" || job.Spec.CompletionMode != "Indexed" || n < 2 || job.Spec.Parallelism != n {
+		t.Fatalf("manifest: want an Indexed Job eppsim-capacity-shared of 2 or more completions, all running at once")
+	}
+	c := job.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, fmt.Sprintf("--shard=$(JOB_COMPLETION_INDEX)/%d", n)) || c.Args[0] != "capacity" {
+		t.Errorf("args %v: want capacity … --shard=$(JOB_COMPLETION_INDEX)/%d", c.Args, n)
+	}
+	paths := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		paths[m.MountPath] = t.TempDir()
+	}
+	trace := capacityTrace(t)
+	overrides := []string{"--trace=" + trace, "--mode=open-loop", "--replicas=2", "--slo=ttft_p99<=80ms", "--dpi=20", "--tolerance=0.05"}
+	command := func(index int) []string {
+		var out []string
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--replicas=") || strings.HasPrefix(a, "--trace=") || strings.HasPrefix(a, "--slo=") {
+				continue
+			}
+			a = strings.ReplaceAll(a, "$(JOB_COMPLETION_INDEX)", fmt.Sprint(index))
+			for from, to := range paths {
+				a = strings.ReplaceAll(a, from, to)
+			}
+			out = append(out, a)
+		}
+		return append(out, overrides...)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { _, _, errs[i] = runCLI(t, command(i)...) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("pod %d: %v", i, err)
+		}
+	}
+	var plain []string
+	for _, a := range command(0) {
+		if !strings.HasPrefix(a, "--shard=") && !strings.HasPrefix(a, "--out=") && !strings.HasPrefix(a, "--share=") {
+			plain = append(plain, a)
+		}
+	}
+	ref := t.TempDir()
+	if _, _, err := runCLI(t, append(plain, "--out="+ref, fmt.Sprintf("--points-per-round=%d", n))...); err != nil {
+		t.Fatalf("unshared: %v", err)
+	}
+	for i := range n {
+		sameFile(t, filepath.Join(ref, "capacity.json"), filepath.Join(paths["/data/out"], fmt.Sprintf("result-%d", i), "capacity.json"))
+		if _, err := os.Stat(filepath.Join(paths["/data/out"], "share", fmt.Sprintf("runs-%d-of-%d.jsonl", i, n))); err != nil {
+			t.Errorf("pod %d kept no run log: %v", i, err)
 		}
 	}
 }

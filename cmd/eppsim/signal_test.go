@@ -67,8 +67,9 @@ func TestSignalContextHandsOver(t *testing.T) {
 
 // TestVerbsExitWithSignal: tune, capacity, calibrate and validate latency exit with
 // the code of the signal that stops them (130 SIGINT, 143 SIGTERM), name
-// it, and write no output (run, sweep, trace synth/convert: their own
-// tests; the mapping: TestInterruptedExitCode).
+// it, and write no output — capacity only its run log, from which it
+// resumes (run, sweep, trace synth/convert: their own tests; the
+// mapping: TestInterruptedExitCode).
 func TestVerbsExitWithSignal(t *testing.T) {
 	trace := heavyTrace(t)
 	for _, tc := range []struct {
@@ -101,6 +102,13 @@ func TestVerbsExitWithSignal(t *testing.T) {
 			code, took := waitExit(t, cmd, 10*time.Second)
 			if code != 128+int(tc.sig) || !strings.Contains(stderr.String(), signalName(tc.sig)) {
 				t.Fatalf("exit %d after %v, stderr %q; want %d", code, took, stderr, 128+int(tc.sig))
+			}
+			if tc.name == "capacity" {
+				entries, err := os.ReadDir(out)
+				if err != nil || len(entries) != 1 || entries[0].Name() != "runs.jsonl" {
+					t.Errorf("%s holds %v (%v), want only runs.jsonl", out, entries, err)
+				}
+				return
 			}
 			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s written: %v", out, err)
