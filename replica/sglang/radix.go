@@ -251,7 +251,7 @@ func (t *tree) split(c *node, m int) *node {
 	u := t.newNode(nil, c.key[:m])
 	u.lockRef = c.lockRef
 	if c.digests != nil {
-		u.digests = c.digests[:m/t.page:m/t.page]
+		u.digests = c.digests[: m/t.page : m/t.page]
 		c.digests = c.digests[m/t.page:]
 	}
 	t.replaceChild(c.parent, c, u)
