@@ -95,6 +95,8 @@ type Engine struct {
 	stats    replica.Stats
 	gauges   replica.Gauges
 	maxReqLn int
+	// lastAdder is the last prefill attempt's budget state (tests).
+	lastAdder adder
 }
 
 // NewEngine returns an idle engine; model gives step durations. Like
@@ -469,6 +471,7 @@ func (e *Engine) prefill(now int64) bool {
 		}
 	}
 	e.waiting = e.waiting[admitted:]
+	e.lastAdder = a
 	if len(e.batch) == 0 {
 		return false
 	}
