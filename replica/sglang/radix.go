@@ -55,6 +55,9 @@ type tree struct {
 	events *eventQueue
 	// evictedTokens counts tokens freed by eviction.
 	evictedTokens int64
+	// onEvict, when set, sees each node just before eviction removes it
+	// (tests).
+	onEvict func(*node)
 }
 
 func newTree(page int, policy string, events *eventQueue) *tree {
@@ -419,6 +422,9 @@ func (t *tree) evict(n int) int {
 			for i := range x.digests {
 				t.events.removed(hashValue(&x.digests[i]))
 			}
+		}
+		if t.onEvict != nil {
+			t.onEvict(x)
 		}
 		p := x.parent
 		t.removeChild(p, x)
