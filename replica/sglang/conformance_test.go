@@ -599,3 +599,23 @@ func TestD15EventsPerPage(t *testing.T) {
 		}
 	}
 }
+
+// TestMixedChunk: with --enable-mixed-chunk the running decodes ride along
+// a prefill step as 1-token extends charged to the chunk budget (A.7).
+func TestMixedChunk(t *testing.T) {
+	cfg := testConfig(100000)
+	cfg.EnableMixedChunk = true
+	e, m := newTestEngine(t, cfg)
+	d := &replica.Request{ID: 1, Prompt: seqTokens(1, 10), OutputLen: 50}
+	_ = e.Add(d, 0)
+	step(t, e, 0)
+	big := &replica.Request{ID: 2, Prompt: seqTokens(1000, 10999), OutputLen: 2}
+	_ = e.Add(big, 1)
+	n := len(m.batches)
+	step(t, e, 1)
+	// rem_chunk = 8192 − 1 mixed decode token.
+	want := []replica.BatchEntry{{NewTokens: 8191, Context: 0}, {NewTokens: 1, Context: 10, Decode: true}}
+	if !slices.Equal(m.batches[n], want) || e.seqs[d].out != 2 {
+		t.Fatalf("mixed step %v (decode out %d), want %v and 2 outputs", m.batches[n], e.seqs[d].out, want)
+	}
+}

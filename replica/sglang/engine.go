@@ -87,6 +87,7 @@ type Engine struct {
 
 	kind           stepKind
 	batch          []*seq
+	mixed          []*seq // running decodes riding along a prefill (EnableMixedChunk)
 	entries        []replica.BatchEntry
 	prefillRunning int // running_batch size when the prefill batch formed
 	inStep         bool
@@ -352,6 +353,9 @@ func (e *Engine) launch() int64 {
 		}
 		e.entries = append(e.entries, replica.BatchEntry{NewTokens: s.extend, Context: s.computed})
 	}
+	for _, s := range e.mixed {
+		e.entries = append(e.entries, replica.BatchEntry{NewTokens: 1, Context: s.computed, Decode: true})
+	}
 	e.inStep = true
 	e.stats.Steps++
 	e.checkInvariants()
@@ -403,11 +407,22 @@ func (e *Engine) prefill(now int64) bool {
 	e.calcPriority()
 	P := e.cfg.PageSize
 	a := adder{remInput: e.cfg.MaxPrefillTokens, remChunk: e.cfg.ChunkedPrefillSize, chunking: e.cfg.ChunkedPrefillSize > 0}
+	e.mixed = e.mixed[:0]
 	for _, s := range e.running {
 		if s.state == stRunning {
 			a.totalOffset += float64(min(max(s.maxNew-s.out, 0), clipMaxNewTokens)) * e.ratio
+			if e.cfg.EnableMixedChunk {
+				e.mixed = append(e.mixed, s)
+			}
 		}
 	}
+	// Mixed chunk (A.7): the running decodes count against the budgets
+	// (num_mixed_decode_tokens = running_bs).
+	mixedTokens := len(e.mixed)
+	a.totalOffset += float64(mixedTokens)
+	a.currentOffset += float64(mixedTokens)
+	a.remInput -= mixedTokens
+	a.remChunk -= mixedTokens
 	e.batch = e.batch[:0]
 	if c := e.chunked; c != nil {
 		// add_chunked_req: budget = min(rem_chunk, remaining_total), or
@@ -473,6 +488,7 @@ func (e *Engine) prefill(now int64) bool {
 	e.waiting = e.waiting[admitted:]
 	e.lastAdder = a
 	if len(e.batch) == 0 {
+		e.mixed = e.mixed[:0]
 		return false
 	}
 	// prepare_for_extend: evict for the extend tokens (paged: + bs·P),
@@ -488,6 +504,21 @@ func (e *Engine) prefill(now int64) bool {
 	for _, s := range e.batch {
 		e.alloc(s, e.pool.ceil(s.computed+s.extend)-e.pool.ceil(s.computed))
 		e.stats.ComputedTokens += int64(s.extend)
+	}
+	if len(e.mixed) > 0 {
+		// mix_with_running: prepare_for_decode for the running batch. The
+		// admission reserved their tokens; should the slots still be
+		// short, they sit this step out (simulator rule).
+		if e.checkDecodeMem(e.mixed) {
+			for _, s := range e.mixed {
+				if e.cfg.PageSize == 1 || s.computed%e.cfg.PageSize == 0 {
+					e.alloc(s, e.cfg.PageSize)
+				}
+			}
+			e.stats.ComputedTokens += int64(len(e.mixed))
+		} else {
+			e.mixed = e.mixed[:0]
+		}
 	}
 	e.stats.PrefixHits += int64(a.logHit)
 	e.stats.PrefixQueries += int64(a.logHit + a.logInput)
@@ -724,6 +755,23 @@ func (e *Engine) EndStep(now int64) *replica.StepOutput {
 			e.cacheUnfinished(s)
 			e.running = append(e.running, s)
 		}
+		// Mixed decodes get their token; no tree insert for them (A.5).
+		// The merged batch drops those that finished.
+		for _, s := range e.mixed {
+			if s.aborted {
+				e.dropAborted(s)
+				continue
+			}
+			s.computed++
+			e.emit(s, now)
+			if s.state == stDone {
+				shrunk = true
+			}
+		}
+		if len(e.mixed) > 0 {
+			e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return s.state == stDone })
+			e.mixed = e.mixed[:0]
+		}
 		if shrunk {
 			e.batchIsFull = false
 		}
@@ -791,7 +839,7 @@ func (e *Engine) Abort(r *replica.Request) {
 	case s.state == stWaiting:
 		e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
 		s.state = stDone
-	case e.inStep && slices.Contains(e.batch, s):
+	case e.inStep && (slices.Contains(e.batch, s) || slices.Contains(e.mixed, s)):
 		// EndStep drops it.
 	default:
 		e.dropAborted(s)
@@ -823,7 +871,7 @@ func (e *Engine) CheckInvariants() error {
 		want := e.pool.ceil(s.computed) - s.prefix
 		if e.inStep && s.extend > 0 {
 			want = e.pool.ceil(s.computed+s.extend) - s.prefix
-		} else if e.inStep && e.kind == stepDecode {
+		} else if e.inStep && (e.kind == stepDecode || slices.Contains(e.mixed, s)) {
 			want = e.pool.ceil(s.computed+1) - s.prefix
 		}
 		if s.owned != want {

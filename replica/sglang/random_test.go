@@ -90,6 +90,8 @@ func TestRandomEngineRuns(t *testing.T) {
 		{"mid2025-small-chunk", func(c *Config) { c.Mid2025 = true; c.ChunkedPrefillSize = 64 }},
 		{"no-chunk-events", func(c *Config) { c.ChunkedPrefillSize = -1; c.KVEvents = true; c.PageSize = 4 }},
 		{"cap4-fifo", func(c *Config) { c.MaxRunningRequests = 4; c.EvictionPolicy = PolicyFIFO }},
+		{"mixed-chunk", func(c *Config) { c.EnableMixedChunk = true; c.ChunkedPrefillSize = 128 }},
+		{"mixed-page8-mru", func(c *Config) { c.EnableMixedChunk = true; c.PageSize = 8; c.EvictionPolicy = PolicyMRU }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
