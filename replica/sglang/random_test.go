@@ -26,6 +26,7 @@ func randomRun(t testing.TB, seed uint64, cfg Config, n int) []string {
 	}
 	now := int64(0)
 	next := 0
+	aborted := map[*replica.Request]bool{}
 	for steps := 0; next < n || e.Busy(); steps++ {
 		if steps > 200000 {
 			t.Fatal("no progress")
@@ -47,7 +48,9 @@ func randomRun(t testing.TB, seed uint64, cfg Config, n int) []string {
 			next++
 		}
 		if len(reqs) > 0 && r.IntN(30) == 0 {
-			e.Abort(reqs[r.IntN(len(reqs))])
+			q := reqs[r.IntN(len(reqs))]
+			aborted[q] = true
+			e.Abort(q)
 		}
 		d, ok := e.BeginStep(now)
 		if err := e.CheckInvariants(); err != nil {
@@ -58,7 +61,9 @@ func randomRun(t testing.TB, seed uint64, cfg Config, n int) []string {
 			continue
 		}
 		if r.IntN(20) == 0 && len(reqs) > 0 {
-			e.Abort(reqs[r.IntN(len(reqs))])
+			q := reqs[r.IntN(len(reqs))]
+			aborted[q] = true
+			e.Abort(q)
 		}
 		now += d
 		e.EndStep(now)
@@ -73,6 +78,9 @@ func randomRun(t testing.TB, seed uint64, cfg Config, n int) []string {
 	}
 	var out []string
 	for _, q := range reqs {
+		if q.Completed < 0 && !aborted[q] {
+			t.Fatalf("request %d neither completed nor aborted", q.ID)
+		}
 		out = append(out, fmt.Sprint(q.ID, q.Arrived, q.FirstScheduled, q.FirstToken, q.Completed, q.NumCachedTokens, q.Preemptions))
 	}
 	out = append(out, fmt.Sprintf("%+v %d", e.Stats(), e.Evictions()))
