@@ -120,6 +120,11 @@ func (r *Request) blockTokens(i, bs int, scratch *[]uint32) []uint32 {
 	return s
 }
 
+// OutputToken returns the id of output token k: Output[k] when the trace
+// gives it, else the id synthesized deterministically from (ID, k). Other
+// engines (replica/sglang) use it to generate the same answers as Engine.
+func (r *Request) OutputToken(k int) uint32 { return r.nextOutputToken(k) }
+
 // nextOutputToken returns the id of output token k.
 func (r *Request) nextOutputToken(k int) uint32 {
 	if k < len(r.Output) {
