@@ -234,11 +234,18 @@ func (e *Engine) Add(r *Request, now int64) error {
 // reuse if the request were scheduled now: the longest cached block chain,
 // capped at len(prompt)-1 (A.2), continued by the CPU tier if there is one
 // (CachedPrefix). It does not change any state. hashes are the prompt's
-// full-block chain from ChainHashes.
-func (e *Engine) CachedPrefixTokens(hashes []uint64, promptLen int) int {
-	gpu, cpu := e.CachedPrefix(hashes, promptLen)
+// full-block chain from ChainHashes; only len(prompt) is read of prompt,
+// and cacheSalt not at all, because the chain's first hash carries the
+// salt (the form is the one every engine of a simulated fleet answers,
+// sim's engine interface).
+func (e *Engine) CachedPrefixTokens(prompt []uint32, cacheSalt string, hashes []uint64) int {
+	gpu, cpu := e.CachedPrefix(hashes, len(prompt))
 	return gpu + cpu
 }
+
+// Evictions counts the cached blocks the prefix cache dropped on reuse
+// (BlockPool.Evictions).
+func (e *Engine) Evictions() int64 { return e.pool.Evictions() }
 
 // CachedPrefix splits CachedPrefixTokens by tier: the GPU prefix cache's
 // hit (A.2), and the tokens beyond it the CPU tier holds (B.6: whole
