@@ -96,8 +96,7 @@ type Engine struct {
 	pool   *BlockPool
 	hasher *BlockHasher
 	model  StepModel
-	events eventLog
-	subs   []Subscriber
+	events EventLog
 
 	waiting deque
 	// staged are requests added while a step was in flight with async
@@ -163,7 +162,7 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) Pool() *BlockPool { return e.pool }
 
 // Subscribe registers a KV event subscriber (cfg.KVEvents must be on).
-func (e *Engine) Subscribe(s Subscriber) { e.subs = append(e.subs, s) }
+func (e *Engine) Subscribe(s Subscriber) { e.events.Subscribe(s) }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats { return e.stats }
@@ -409,7 +408,7 @@ func (e *Engine) cacheFullBlocks(r *Request, numTokens int) {
 			extra = make([][]string, full)
 			extra[0] = []string{r.CacheSalt}
 		}
-		e.events.stored(slices.Clone(r.hashes[first:full]), parent, first > 0, toks, bs, extra, origin, first*bs)
+		e.events.Stored(slices.Clone(r.hashes[first:full]), parent, first > 0, toks, bs, extra, origin, first*bs)
 	}
 	r.numCachedBlocks = full
 }
@@ -741,13 +740,7 @@ func (e *Engine) ResetPrefixCache(now int64) bool {
 }
 
 // publish delivers the queued KV events as one batch.
-func (e *Engine) publish(now int64) {
-	if evs := e.events.take(); len(evs) > 0 {
-		for _, s := range e.subs {
-			s.KVEvents(now, evs)
-		}
-	}
-}
+func (e *Engine) publish(now int64) { e.events.Publish(now) }
 
 func (e *Engine) checkInvariants() {
 	if !e.cfg.CheckInvariants {

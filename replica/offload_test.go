@@ -367,7 +367,7 @@ func TestCPUTierLRUOrder(t *testing.T) {
 		return out
 	}
 	var stats Stats
-	ev := &eventLog{enabled: true}
+	ev := &EventLog{enabled: true}
 	c := newCPUTier(OffloadConfig{CPUBlocks: 4, BlockBytesPerRank: 45, PCIeGBps: 45}, ev, &stats)
 	store := func(keys string) bool {
 		slots, ok := c.prepareStore(k(keys))
