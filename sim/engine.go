@@ -150,6 +150,32 @@ func newVLLMEngine(spec ReplicaSpec, env engineEnv) (*replica.Engine, *replica.C
 // lookup is handed, which SGLang engines ignore).
 const DefaultChainBlockSize = replica.DefaultBlockSize
 
+// chainSize collects the block size of a fleet's prompt chain as its
+// engines are built: the vLLM replicas', which must agree (the oracle
+// hands every engine one chain); other engines do not count.
+type chainSize struct{ bs int }
+
+// add takes a replica's vLLM configuration (nil: another engine).
+func (c *chainSize) add(name string, cfg *replica.Config) error {
+	switch {
+	case cfg == nil:
+	case c.bs == 0:
+		c.bs = cfg.BlockSize
+	case cfg.BlockSize != c.bs:
+		return fmt.Errorf("replica %s: block size %d differs from the fleet's %d", name, cfg.BlockSize, c.bs)
+	}
+	return nil
+}
+
+// size is the chain's block size: the vLLM replicas', or
+// DefaultChainBlockSize without one.
+func (c *chainSize) size() int {
+	if c.bs == 0 {
+		return DefaultChainBlockSize
+	}
+	return c.bs
+}
+
 // chainBlockSize is the block size of fleet's prompt chain: that of its
 // first vLLM replica (every vLLM replica must share it: the oracle hands
 // every engine one chain), or DefaultChainBlockSize.

@@ -153,3 +153,34 @@ func TestEngineLabels(t *testing.T) {
 		t.Errorf("LabelEngines: %v, %v, %v", err, fleet[0].Labels, fleet[1].Labels)
 	}
 }
+
+// TestChainSize: the fleet's chain takes the first vLLM replica's block
+// size; another engine's replicas, wherever they are, neither set nor
+// break it; a second vLLM size is refused naming the replica.
+func TestChainSize(t *testing.T) {
+	var c chainSize
+	if c.size() != 16 {
+		t.Errorf("empty: %d, want 16", c.size())
+	}
+	v16, v32 := &replica.Config{BlockSize: 16}, &replica.Config{BlockSize: 32}
+	for _, step := range []struct {
+		name string
+		cfg  *replica.Config
+	}{{"sg-0", nil}, {"v-0", v32}, {"sg-1", nil}, {"v-1", v32}} {
+		if err := c.add(step.name, step.cfg); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+	}
+	if c.size() != 32 {
+		t.Errorf("size %d, want 32", c.size())
+	}
+	if err := c.add("v-2", v16); err == nil || err.Error() != "replica v-2: block size 16 differs from the fleet's 32" {
+		t.Errorf("mismatch: %v", err)
+	}
+	// Run refuses it the same way.
+	fleet := testFleet(t, 2, 100)
+	fleet[1].Preset.Engine.BlockSize = 32
+	if _, err := Run(&sliceSource{}, testRouter(), fleet, Options{Seed: 1}); err == nil || err.Error() != "replica default/r1: block size 32 differs from the fleet's 16" {
+		t.Errorf("Run: %v", err)
+	}
+}

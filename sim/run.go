@@ -552,20 +552,14 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		}
 	}
 	env := engineEnv{seed: opts.Seed, kvEvents: kvEvents, disagg: disagg, pd: r.pd}
-	// The prompt chain's block size: the vLLM replicas', which must agree
-	// (DefaultChainBlockSize without one).
-	chainBlock := 0
+	var chain chainSize
 	for i, spec := range fleet {
 		eng, cfg, err := newEngine(spec, env)
 		if err != nil {
 			return nil, err
 		}
-		if cfg != nil {
-			if chainBlock == 0 {
-				chainBlock = cfg.BlockSize
-			} else if cfg.BlockSize != chainBlock {
-				return nil, &FleetError{fmt.Errorf("replica %s: block size %d differs from the fleet's %d", spec.Name, cfg.BlockSize, chainBlock)}
-			}
+		if err := chain.add(spec.Name, cfg); err != nil {
+			return nil, &FleetError{err}
 		}
 		labels, err := engineLabels(spec)
 		if err != nil {
@@ -592,11 +586,8 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		r.fleet = append(r.fleet, fr)
 		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: labels})
 	}
-	if chainBlock == 0 {
-		chainBlock = DefaultChainBlockSize
-	}
-	r.chain = newPromptChain(chainBlock, opts.Seed)
-	r.reuse = workload.NewPrefixReuse(chainBlock)
+	r.chain = newPromptChain(chain.size(), opts.Seed)
+	r.reuse = workload.NewPrefixReuse(chain.size())
 	router.SetObjectives(opts.Objectives)
 	if r.flow != nil {
 		// The flow controller looks the pool up through this router (a
