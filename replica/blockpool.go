@@ -43,7 +43,7 @@ type BlockPool struct {
 	blocks    []block
 	free      freeQueue
 	cached    blockmap.Map // hash -> oldest block holding it (never grows)
-	events    *eventLog
+	events    *EventLog
 	evictions int64
 	fresh     []int32 // scratch for Free
 	// sink keeps the loads of GetNewBlocks' prefetch pass alive.
@@ -52,7 +52,7 @@ type BlockPool struct {
 
 // NewBlockPool returns a pool of numBlocks blocks (block 0 is the null
 // block), all free, in block-id order (A.4). events may be nil.
-func NewBlockPool(numBlocks int, events *eventLog) *BlockPool {
+func NewBlockPool(numBlocks int, events *EventLog) *BlockPool {
 	if numBlocks < 2 {
 		panic(fmt.Sprintf("replica: num_gpu_blocks must be at least 2, got %d", numBlocks))
 	}
@@ -168,7 +168,7 @@ func (p *BlockPool) evict(b int32) {
 	h := blk.hash
 	blk.entry, blk.dupNext, blk.hash = notCached, noBlock, 0
 	p.evictions++
-	p.events.removed(h)
+	p.events.Removed(h)
 }
 
 // Prefetch loads the prefix-cache groups that looking up or caching hashes
@@ -244,7 +244,7 @@ func (p *BlockPool) Reset() bool {
 	for i := range p.blocks {
 		p.blocks[i].entry, p.blocks[i].hash, p.blocks[i].dupNext = notCached, 0, noBlock
 	}
-	p.events.cleared()
+	p.events.Cleared()
 	return true
 }
 

@@ -14,7 +14,7 @@ import (
 func TestBlockPoolDuplicateHashes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const numBlocks = 24
-	p := NewBlockPool(numBlocks, &eventLog{enabled: true})
+	p := NewBlockPool(numBlocks, &EventLog{enabled: true})
 	holders := map[uint64][]int32{} // hash -> blocks holding it, oldest first
 	var held []int32                // blocks with one reference each
 	for step := range 20000 {

@@ -96,8 +96,7 @@ type Engine struct {
 	pool   *BlockPool
 	hasher *BlockHasher
 	model  StepModel
-	events eventLog
-	subs   []Subscriber
+	events EventLog
 
 	waiting deque
 	// staged are requests added while a step was in flight with async
@@ -163,7 +162,7 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) Pool() *BlockPool { return e.pool }
 
 // Subscribe registers a KV event subscriber (cfg.KVEvents must be on).
-func (e *Engine) Subscribe(s Subscriber) { e.subs = append(e.subs, s) }
+func (e *Engine) Subscribe(s Subscriber) { e.events.Subscribe(s) }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats { return e.stats }
@@ -234,11 +233,18 @@ func (e *Engine) Add(r *Request, now int64) error {
 // reuse if the request were scheduled now: the longest cached block chain,
 // capped at len(prompt)-1 (A.2), continued by the CPU tier if there is one
 // (CachedPrefix). It does not change any state. hashes are the prompt's
-// full-block chain from ChainHashes.
-func (e *Engine) CachedPrefixTokens(hashes []uint64, promptLen int) int {
-	gpu, cpu := e.CachedPrefix(hashes, promptLen)
+// full-block chain from ChainHashes; only len(prompt) is read of prompt,
+// and cacheSalt not at all, because the chain's first hash carries the
+// salt (the form is the one every engine of a simulated fleet answers,
+// sim's engine interface).
+func (e *Engine) CachedPrefixTokens(prompt []uint32, cacheSalt string, hashes []uint64) int {
+	gpu, cpu := e.CachedPrefix(hashes, len(prompt))
 	return gpu + cpu
 }
+
+// Evictions counts the cached blocks the prefix cache dropped on reuse
+// (BlockPool.Evictions).
+func (e *Engine) Evictions() int64 { return e.pool.Evictions() }
 
 // CachedPrefix splits CachedPrefixTokens by tier: the GPU prefix cache's
 // hit (A.2), and the tokens beyond it the CPU tier holds (B.6: whole
@@ -402,7 +408,7 @@ func (e *Engine) cacheFullBlocks(r *Request, numTokens int) {
 			extra = make([][]string, full)
 			extra[0] = []string{r.CacheSalt}
 		}
-		e.events.stored(slices.Clone(r.hashes[first:full]), parent, first > 0, toks, bs, extra, origin, first*bs)
+		e.events.Stored(slices.Clone(r.hashes[first:full]), parent, first > 0, toks, bs, extra, origin, first*bs)
 	}
 	r.numCachedBlocks = full
 }
@@ -734,13 +740,7 @@ func (e *Engine) ResetPrefixCache(now int64) bool {
 }
 
 // publish delivers the queued KV events as one batch.
-func (e *Engine) publish(now int64) {
-	if evs := e.events.take(); len(evs) > 0 {
-		for _, s := range e.subs {
-			s.KVEvents(now, evs)
-		}
-	}
-}
+func (e *Engine) publish(now int64) { e.events.Publish(now) }
 
 func (e *Engine) checkInvariants() {
 	if !e.cfg.CheckInvariants {

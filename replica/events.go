@@ -64,10 +64,14 @@ type Subscriber interface {
 	KVEvents(now int64, batch []Event)
 }
 
-// eventLog queues events during a step. A nil or disabled log drops them, so
-// a replica with no subscriber pays nothing.
-type eventLog struct {
+// EventLog is an engine's KV event emission, shared by the engines
+// (vLLM's here, SGLang's in replica/sglang): it queues the events of a
+// step (Stored, Removed, Cleared) and hands them to the subscribers as one
+// batch (Publish). A nil or disabled log drops them, so a replica with no
+// subscriber pays nothing. The zero value is disabled (SetEnabled).
+type EventLog struct {
 	enabled bool
+	subs    []Subscriber
 	buf     []Event
 	// removedHashes backs the one-hash BlockHashes of BlockRemoved events
 	// (vLLM reports each evicted block in an event of its own): slices of
@@ -80,9 +84,28 @@ type eventLog struct {
 // removedChunk is the size of the arrays behind removedHashes.
 const removedChunk = 1024
 
-// stored queues a BlockStored; origin and offset are Event.Origin and
-// Event.PromptOffset.
-func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, bs int, extra [][]string, origin *Request, offset int) {
+// SetEnabled turns the log on (the engine's KV events are wanted) or off.
+func (l *EventLog) SetEnabled(on bool) { l.enabled = on }
+
+// Enabled reports whether the log queues events.
+func (l *EventLog) Enabled() bool { return l != nil && l.enabled }
+
+// Subscribe registers a subscriber of the published batches.
+func (l *EventLog) Subscribe(s Subscriber) { l.subs = append(l.subs, s) }
+
+// Publish delivers the queued events to every subscriber as one batch at
+// now, and empties the log; nothing when none is queued.
+func (l *EventLog) Publish(now int64) {
+	if evs := l.take(); len(evs) > 0 {
+		for _, s := range l.subs {
+			s.KVEvents(now, evs)
+		}
+	}
+}
+
+// Stored queues a BlockStored of hashes (which become the event's) after
+// parent; origin and offset are Event.Origin and Event.PromptOffset.
+func (l *EventLog) Stored(hashes []uint64, parent uint64, hasParent bool, tokens []uint32, bs int, extra [][]string, origin *Request, offset int) {
 	if l == nil || !l.enabled {
 		return
 	}
@@ -90,7 +113,9 @@ func (l *eventLog) stored(hashes []uint64, parent uint64, hasParent bool, tokens
 		Origin: origin, PromptOffset: offset})
 }
 
-func (l *eventLog) removed(h uint64) {
+// Removed queues a BlockRemoved of the one block hash h (an event per
+// block, as vLLM and SGLang report evictions).
+func (l *EventLog) Removed(h uint64) {
 	if l == nil || !l.enabled {
 		return
 	}
@@ -104,7 +129,7 @@ func (l *eventLog) removed(h uint64) {
 
 // cpuStored queues the placeholder BlockStored of one CPU chunk (B.8):
 // the chunk's last block hash only, no parent, no tokens, block size 0.
-func (l *eventLog) cpuStored(h uint64) {
+func (l *EventLog) cpuStored(h uint64) {
 	if l == nil || !l.enabled {
 		return
 	}
@@ -113,14 +138,15 @@ func (l *eventLog) cpuStored(h uint64) {
 
 // cpuRemoved queues one BlockRemoved for the CPU chunks one store
 // preparation evicted (B.5, B.8). hashes becomes the event's.
-func (l *eventLog) cpuRemoved(hashes []uint64) {
+func (l *EventLog) cpuRemoved(hashes []uint64) {
 	if l == nil || !l.enabled || len(hashes) == 0 {
 		return
 	}
 	l.buf = append(l.buf, Event{Kind: BlockRemoved, BlockHashes: hashes, Medium: MediumCPU})
 }
 
-func (l *eventLog) cleared() {
+// Cleared queues an AllBlocksCleared.
+func (l *EventLog) Cleared() {
 	if l == nil || !l.enabled {
 		return
 	}
@@ -131,7 +157,7 @@ func (l *eventLog) cleared() {
 // the log's buffer, valid until the next event is queued. (The buffer keeps
 // the slices of its last events reachable until they are overwritten: at
 // most one step's worth.)
-func (l *eventLog) take() []Event {
+func (l *EventLog) take() []Event {
 	if l == nil || len(l.buf) == 0 {
 		return nil
 	}

@@ -114,7 +114,7 @@ func TestPDTransfer(t *testing.T) {
 	if !p.Release(pre) || p.Release(pre) || p.Held() != 0 || p.Gauges().KVCacheUsagePerc != 0 {
 		t.Fatalf("release: held %d usage %g", p.Held(), p.Gauges().KVCacheUsagePerc)
 	}
-	if got := p.CachedPrefixTokens(pre.hashes, 100); got != 96 {
+	if got := p.CachedPrefixTokens(make([]uint32, 100), "", pre.hashes); got != 96 {
 		t.Fatalf("prefill engine caches %d tokens after release, want 96", got)
 	}
 }

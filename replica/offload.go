@@ -35,7 +35,7 @@ type cpuTier struct {
 	retry            []*Request
 
 	stamp   uint32
-	events  *eventLog
+	events  *EventLog
 	stats   *Stats
 	evicted []uint64 // scratch of prepareStore
 	fresh   []uint64 // scratch of prepareStore
@@ -65,7 +65,7 @@ type xfer struct {
 	at    int64
 }
 
-func newCPUTier(cfg OffloadConfig, events *eventLog, stats *Stats) *cpuTier {
+func newCPUTier(cfg OffloadConfig, events *EventLog, stats *Stats) *cpuTier {
 	c := &cpuTier{cfg: cfg, slots: make([]cpuSlot, cfg.CPUBlocks), free: make([]int32, cfg.CPUBlocks),
 		index: blockmap.New(blockmap.GroupsFor(cfg.CPUBlocks)), head: noBlock, tail: noBlock, events: events, stats: stats}
 	// Slots are handed out in index order (the free list is a stack).

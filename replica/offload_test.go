@@ -367,7 +367,7 @@ func TestCPUTierLRUOrder(t *testing.T) {
 		return out
 	}
 	var stats Stats
-	ev := &eventLog{enabled: true}
+	ev := &EventLog{enabled: true}
 	c := newCPUTier(OffloadConfig{CPUBlocks: 4, BlockBytesPerRank: 45, PCIeGBps: 45}, ev, &stats)
 	store := func(keys string) bool {
 		slots, ok := c.prepareStore(k(keys))
@@ -486,7 +486,7 @@ func TestCachedPrefixSplitsTiers(t *testing.T) {
 	if g, c := e.CachedPrefix(ra.hashes[:4], 80); g != 16 || c != 48 {
 		t.Fatalf("block 0 on GPU, 1-3 on CPU: %d + %d", g, c)
 	}
-	if n := e.CachedPrefixTokens(ra.hashes[:4], 64); n != 63 {
+	if n := e.CachedPrefixTokens(make([]uint32, 64), "", ra.hashes[:4]); n != 63 {
 		t.Fatalf("whole prompt %d, want 63", n)
 	}
 }

@@ -34,8 +34,15 @@ type Preset struct {
 	GPUOverrides json.RawMessage `json:"gpu_overrides,omitempty"`
 	// TensorParallelSize is vLLM's tensor_parallel_size: weights and KV
 	// cache split across this many GPUs (default 1).
-	TensorParallelSize int        `json:"tensor_parallel_size"`
-	Engine             EngineArgs `json:"engine"`
+	TensorParallelSize int `json:"tensor_parallel_size"`
+	// EngineType is the inference engine: "vllm" (the default, also when
+	// empty) or "sglang". It is not called engine because engine is the
+	// vLLM engine arguments' block.
+	EngineType string     `json:"engine_type,omitempty"`
+	Engine     EngineArgs `json:"engine"`
+	// SGLang is an SGLang replica's server arguments (nil: SGLang's
+	// defaults); a vLLM replica ignores it.
+	SGLang *SGLangFlags `json:"sglang,omitempty"`
 	// StepModel selects "calibrated" (the default: CalibratedModel with the
 	// calibration below), "roofline" (B.3 with BLIS's constants) or
 	// "linear".
@@ -135,12 +142,33 @@ func decodePreset(data []byte, p *Preset) error {
 		v := *p.Engine.OffloadJobOverheadUs
 		p.Engine.OffloadJobOverheadUs = &v
 	}
+	if p.SGLang != nil {
+		v := *p.SGLang
+		p.SGLang = &v
+	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	if err := suggest.UnknownField(dec.Decode(p), p, PresetRenames); err != nil {
+		if engineGivenAsType(js) {
+			return fmt.Errorf("engine: is the vLLM engine arguments' block; the engine itself is engine_type (%s)", strings.Join(EngineTypes, ", "))
+		}
 		return err
 	}
 	return checkGivenZeros(js)
+}
+
+// engineGivenAsType reports whether a preset document's engine key is a
+// string ("engine: sglang"), the engine type written under the key of the
+// vLLM arguments.
+func engineGivenAsType(js []byte) bool {
+	var doc struct {
+		Engine json.RawMessage `json:"engine"`
+	}
+	if json.Unmarshal(js, &doc) != nil {
+		return false
+	}
+	var s string
+	return json.Unmarshal(doc.Engine, &s) == nil
 }
 
 // zeroIsDefault lists the engine arguments whose zero value EngineArgs
@@ -331,6 +359,9 @@ func (p *Preset) resolve() error {
 	if err := p.Engine.validate(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	if err := p.checkEngine(); err != nil {
+		return err
+	}
 	if err := p.resolveCalibration(); err != nil {
 		return err
 	}
@@ -414,6 +445,8 @@ func (p Preset) WithOverrides(overrides []byte) (Preset, error) {
 		}
 	} else if err := out.Engine.validate(); err != nil {
 		return Preset{}, fmt.Errorf("preset %s: engine: %w", p.Name, err)
+	} else if err := out.checkEngine(); err != nil {
+		return Preset{}, fmt.Errorf("preset %s: %w", p.Name, err)
 	}
 	return out, nil
 }

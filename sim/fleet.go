@@ -40,6 +40,11 @@ import (
 //	  gpu: A100-80GB
 //	  tp: 2                  # tensor_parallel_size
 //	  gpu_overrides: {memory_bandwidth_tbps: 1.9}
+//	- name: sg
+//	  count: 2
+//	  preset: llama-3.1-8b-h100
+//	  engine_type: sglang    # the engine (default: the preset's, vllm)
+//	  sglang: {page_size: 16, mem_fraction_static: 0.9} # SGLang's flags by their names
 //
 // Relative paths (preset files, model configs, the catalogue) are relative
 // to the fleet file.
@@ -63,6 +68,11 @@ type FleetGroup struct {
 	GPUOverrides json.RawMessage   `json:"gpu_overrides"`
 	Overrides    json.RawMessage   `json:"overrides"`
 	Labels       map[string]string `json:"labels"`
+	// EngineType replaces the preset's engine_type (vllm or sglang), and
+	// SGLang is merged into its sglang block (replica.SGLangFlags, by
+	// SGLang's flag names); both are applied before Overrides.
+	EngineType string          `json:"engine_type"`
+	SGLang     json.RawMessage `json:"sglang"`
 }
 
 // FleetOptions control how a fleet file resolves its replicas.
@@ -79,6 +89,7 @@ var fleetRenames = map[string]string{
 	"gpuCatalogue":       "gpu_catalogue",
 	"tensorParallelSize": "tensor_parallel_size",
 	"modelConfig":        "model",
+	"engine":             "engine_type",
 }
 
 // Roles are the values of the llm-d.ai/role label (pd-offload.md A.1;
@@ -226,6 +237,9 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
+		// merge: an SGLang group's configuration (sglang.ConfigFor) is
+		// resolved here too, so that its errors name the group; until then
+		// every group is checked as vLLM would resolve its preset.
 		if _, err := p.EngineConfig(); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
@@ -241,12 +255,16 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 			prefix = p.Name
 		}
 		for i := range g.Count {
-			out = append(out, ReplicaSpec{
+			spec := ReplicaSpec{
 				Name:    fmt.Sprintf("default/%s-%d", prefix, i),
 				Address: address(len(out)),
 				Labels:  maps.Clone(g.Labels),
 				Preset:  p,
-			})
+			}
+			if spec.Labels, err = engineLabels(spec); err != nil {
+				return nil, fmt.Errorf("%s: labels: %w", where, err)
+			}
+			out = append(out, spec)
 		}
 	}
 	seen := map[string]bool{}
@@ -339,6 +357,19 @@ func (g *FleetGroup) preset(dir string, gpus *arch.GPUCatalogue) (replica.Preset
 	}
 	if len(g.GPUOverrides) > 0 && string(g.GPUOverrides) != "null" {
 		js, _ := json.Marshal(map[string]json.RawMessage{"gpu_overrides": g.GPUOverrides})
+		if p, err = p.WithOverrides(js); err != nil {
+			return replica.Preset{}, err
+		}
+	}
+	if g.EngineType != "" || (len(g.SGLang) > 0 && string(g.SGLang) != "null") {
+		ov := map[string]json.RawMessage{}
+		if g.EngineType != "" {
+			ov["engine_type"], _ = json.Marshal(g.EngineType)
+		}
+		if len(g.SGLang) > 0 && string(g.SGLang) != "null" {
+			ov["sglang"] = g.SGLang
+		}
+		js, _ := json.Marshal(ov)
 		if p, err = p.WithOverrides(js); err != nil {
 			return replica.Preset{}, err
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -128,6 +129,15 @@ func TestParseFleetErrors(t *testing.T) {
 		{"groups:\n- {count: 1, model: meta-llama/Llama-3.1-70B-Instruct, gpu: L40S}\n", "does not fit on 1×L40S"},
 		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, gpu_overrides: {memory_gb: -1, device_memory_mib: 0}}\n", "memory_gb: must be > 0"},
 		{"gpu_catalogue: missing.yaml\ngroups:\n- {count: 1, preset: llama-3.1-8b-h100}\n", "fleet.yaml: gpu_catalogue:"},
+		// The engine: its type and SGLang's flags, checked as in a preset.
+		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, engine_type: tgi}\n",
+			`fleet.yaml: groups[0]: preset llama-3.1-8b-h100: engine_type: unknown engine "tgi" (have vllm, sglang)`},
+		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, engine: sglang}\n", `fleet.yaml: unknown field "engine"; did you mean engine_type?`},
+		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, engine_type: sglang, sglang: {page_size: -1}}\n",
+			"fleet.yaml: groups[0]: preset llama-3.1-8b-h100: sglang.page_size: must be at least 1"},
+		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, sglang: {pagesize: 16}}\n", `unknown field "pagesize"; did you mean page_size?`},
+		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, engine_type: sglang, labels: {llm-d.ai/engine-type: vllm}}\n",
+			`fleet.yaml: groups[0]: labels: replica default/llama-3.1-8b-h100-0: label llm-d.ai/engine-type "vllm", but the replica's engine is sglang`},
 		// A misspelt role would silently leave the pod out of both the
 		// prefill and the decode profile.
 		{"groups:\n- {count: 1, preset: llama-3.1-8b-h100, labels: {llm-d.ai/role: prefil}}\n",
@@ -192,5 +202,38 @@ func TestExpandDataParallel(t *testing.T) {
 	bad.Engine.DataParallelSize = 10
 	if _, err := ExpandDataParallel([]ReplicaSpec{{Name: "x", Address: "10.0.0.1:65530", Preset: bad}}); err == nil {
 		t.Error("ranks past port 65535 accepted")
+	}
+}
+
+// TestParseFleetEngine: a group's engine_type and sglang block reach its
+// replicas' presets (the block merged into the preset's), and its SGLang
+// replicas carry llm-d.ai/engine-type: sglang beside their own labels; a
+// vLLM group stays unlabelled.
+func TestParseFleetEngine(t *testing.T) {
+	src := `groups:
+- {name: v, count: 1, preset: llama-3.1-8b-h100}
+- name: s
+  count: 2
+  preset: llama-3.1-8b-h100
+  engine_type: sglang
+  sglang: {page_size: 16, schedule_policy: lpm}
+  overrides: {sglang: {mem_fraction_static: 0.9}}
+  labels: {llm-d.ai/role: decode}
+`
+	fleet, err := ParseFleet([]byte(src), "fleet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fleet) != 3 || fleet[0].Preset.EngineTypeOf() != replica.EngineVLLM || fleet[0].Labels != nil || fleet[0].Preset.SGLang != nil {
+		t.Fatalf("vLLM group: %+v", fleet[0])
+	}
+	want := replica.SGLangFlags{PageSize: 16, SchedulePolicy: "lpm", MemFractionStatic: 0.9}
+	for _, r := range fleet[1:] {
+		if r.Preset.EngineType != replica.EngineSGLang || r.Preset.SGLang == nil || *r.Preset.SGLang != want {
+			t.Errorf("%s: engine %q flags %+v", r.Name, r.Preset.EngineType, r.Preset.SGLang)
+		}
+		if wantL := map[string]string{RoleLabel: "decode", EngineTypeLabel: "sglang"}; !reflect.DeepEqual(r.Labels, wantL) {
+			t.Errorf("%s: labels %v, want %v", r.Name, r.Labels, wantL)
+		}
 	}
 }

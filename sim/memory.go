@@ -18,6 +18,8 @@ const DefaultMaxFleetBytes int64 = 8 << 30
 // largest replica's share with its KV block count.
 func FleetMemory(fleet []ReplicaSpec) (total, largest int64, largestBlocks int, err error) {
 	for _, r := range fleet {
+		// merge: an SGLang replica is estimated as a vLLM engine of its
+		// preset until replica/sglang gives an estimate of its own.
 		cfg, err := r.Preset.EngineConfig()
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("replica %s: %w", r.Name, err)

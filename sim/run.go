@@ -370,8 +370,10 @@ type kvBatch struct {
 }
 
 type fleetReplica struct {
-	spec   ReplicaSpec
-	eng    *replica.Engine
+	spec ReplicaSpec
+	eng  engine
+	// mover is eng's kvMover, nil for an engine without one (SGLang).
+	mover  kvMover
 	ingest int64
 	perTok int64
 	// jitter > 0 draws each request's ingest from jrng (Delays).
@@ -441,7 +443,6 @@ type runner struct {
 	src           workload.Source
 	fleet         []*fleetReplica
 	byName        map[string]int
-	hashEng       *replica.Engine
 	chain         *promptChain
 	reuse         *workload.PrefixReuse // the infinite cache of the routed requests
 	approx        []epp.DataKey
@@ -537,9 +538,6 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		r.openLoop = m.Mode() == workload.ModeOpenLoop
 	}
 	kvEvents := len(router.KVConsumers) > 0
-	// With a profile handler that can disaggregate, every engine can serve
-	// decode legs: it gets the NIXL read's cost, for its own KV layout
-	// (pd-offload.md A.8).
 	disagg := Disaggregates(router)
 	if disagg {
 		r.pd = DefaultPD()
@@ -553,35 +551,24 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 			return nil, &FleetError{err}
 		}
 	}
+	env := engineEnv{seed: opts.Seed, kvEvents: kvEvents, disagg: disagg, pd: r.pd}
+	var chain chainSize
 	for i, spec := range fleet {
-		cfg, err := spec.Preset.EngineConfig()
+		eng, cfg, err := newEngine(spec, env)
 		if err != nil {
-			return nil, fmt.Errorf("sim: replica %s: %w", spec.Name, err)
+			return nil, err
 		}
-		cfg.HashSeed = opts.Seed // one PYTHONHASHSEED for the fleet
-		cfg.KVEvents = kvEvents
-		if disagg {
-			bytes, err := spec.Preset.KVBlockBytesPerRank()
-			if err != nil {
-				return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
-			}
-			cfg.KVTransfer = &replica.KVTransferConfig{BandwidthGBps: r.pd.TransferGBps, BaseUs: r.pd.TransferBaseUs,
-				HandshakeMs: r.pd.HandshakeMs, BlockBytesPerRank: bytes}
+		if err := chain.add(spec.Name, cfg); err != nil {
+			return nil, &FleetError{err}
 		}
-		model, err := spec.Preset.Model()
+		labels, err := engineLabels(spec)
 		if err != nil {
-			return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
-		}
-		eng, err := replica.NewEngine(cfg, model)
-		if err != nil {
-			return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
-		}
-		if i > 0 && cfg.BlockSize != r.fleet[0].eng.Config().BlockSize {
-			return nil, &FleetError{fmt.Errorf("replica %s: block size %d differs from the fleet's %d", spec.Name, cfg.BlockSize, r.fleet[0].eng.Config().BlockSize)}
+			return nil, &FleetError{err}
 		}
 		ingestUs, perTokUs, jitter := spec.Preset.Delays()
 		fr := &fleetReplica{spec: spec, eng: eng, run: r, idx: i,
 			ingest: int64(ingestUs * 1e3), perTok: int64(perTokUs * 1e3), jitter: jitter}
+		fr.mover, _ = eng.(kvMover)
 		if jitter > 0 {
 			fr.jrng = NewStreams(opts.Seed).Stream("ingest/" + spec.Name)
 		}
@@ -597,11 +584,10 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		}
 		r.byAddr[spec.Address] = i
 		r.fleet = append(r.fleet, fr)
-		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: spec.Labels})
+		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: labels})
 	}
-	r.hashEng = r.fleet[0].eng
-	r.chain = newPromptChain(r.hashEng.Config().BlockSize, r.hashEng.Config().HashSeed)
-	r.reuse = workload.NewPrefixReuse(r.hashEng.Config().BlockSize)
+	r.chain = newPromptChain(chain.size(), opts.Seed)
+	r.reuse = workload.NewPrefixReuse(chain.size())
 	router.SetObjectives(opts.Objectives)
 	if r.flow != nil {
 		// The flow controller looks the pool up through this router (a
@@ -688,12 +674,14 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	r.res.InFlight = len(r.slotByID)
 	r.res.Stages = r.stages.results()
 	for _, fr := range r.fleet {
-		rr := ReplicaResult{Name: fr.spec.Name, Stats: fr.eng.Stats(), Evictions: fr.eng.Pool().Evictions(), Role: fr.spec.Labels[RoleLabel]}
+		rr := ReplicaResult{Name: fr.spec.Name, Stats: fr.eng.Stats(), Evictions: fr.eng.Evictions(), Role: fr.spec.Labels[RoleLabel]}
 		if n := float64(r.scrapes); n > 0 {
 			rr.MeanKVUsage, rr.PeakKVUsage, rr.MeanWaiting, rr.MeanRunning = fr.kvSum/n, fr.kvPeak, fr.waitSum/n, fr.runSum/n
 		}
 		r.res.Replicas = append(r.res.Replicas, rr)
-		r.res.HeldAtEnd += fr.eng.Held()
+		if fr.mover != nil {
+			r.res.HeldAtEnd += fr.mover.Held()
+		}
 	}
 	return &r.res, nil
 }
@@ -838,7 +826,8 @@ func (r *runner) Fire(now int64, a uint64) {
 		r.deliverPrefill(now, idx)
 	case evNotify:
 		rel := takeSlot(r.releases, &r.freeRel, idx)
-		r.fleet[rel.replica].eng.Release(rel.rr)
+		// A P/D fleet has only engines with a kvMover (newEngine).
+		r.fleet[rel.replica].mover.Release(rel.rr)
 		// Freed blocks may let the prefill pod admit what waits for them.
 		r.kick(now, rel.replica)
 	case evFlowTick:
@@ -1085,7 +1074,7 @@ func (r *runner) measure(f *flight) {
 	f.rec.OracleCachedTokens = 0
 	cached := r.cachedScratch[:0]
 	for _, fr := range r.fleet {
-		c := fr.eng.CachedPrefixTokens(f.hashes, len(wr.PromptTokens))
+		c := fr.eng.CachedPrefixTokens(wr.PromptTokens, wr.CacheSalt, f.hashes)
 		cached = append(cached, c)
 		f.rec.OracleCachedTokens = max(f.rec.OracleCachedTokens, c)
 	}
@@ -1456,7 +1445,10 @@ func (r *runner) kick(now int64, i int) {
 	}
 	d, ok := fr.eng.BeginStep(now)
 	if !ok {
-		if t, pending := fr.eng.NextTransfer(); pending && (fr.wakeAt == 0 || t < fr.wakeAt) {
+		if fr.mover == nil {
+			return
+		}
+		if t, pending := fr.mover.NextTransfer(); pending && (fr.wakeAt == 0 || t < fr.wakeAt) {
 			fr.wakeAt = t
 			r.at(t, evWake, i)
 		}
@@ -1479,7 +1471,8 @@ func (r *runner) wake(now int64, i int) {
 	if fr.inStep {
 		return
 	}
-	r.pulled(now, fr.eng.Poll(now))
+	// Only an engine with a kvMover schedules a wake-up (kick).
+	r.pulled(now, fr.mover.Poll(now))
 	r.kick(now, i)
 }
 
@@ -1681,11 +1674,11 @@ func NewPreparer(fleet []ReplicaSpec, seed uint64) (func(*workload.Request), err
 	if len(fleet) == 0 {
 		return nil, &FleetError{errors.New("sim: empty fleet")}
 	}
-	cfg, err := fleet[0].Preset.EngineConfig()
+	bs, err := chainBlockSize(fleet)
 	if err != nil {
-		return nil, fmt.Errorf("sim: replica %s: %w", fleet[0].Name, err)
+		return nil, err
 	}
-	c := newPromptChain(cfg.BlockSize, seed)
+	c := newPromptChain(bs, seed)
 	return func(wr *workload.Request) {
 		if wr.Memo != nil && wr.PromptTokens != nil {
 			c.hashes(wr)

@@ -35,6 +35,7 @@ type specFlags struct {
 	gpu         string
 	tp          int
 	gpuCatalog  string
+	engine      string
 	fleet       string
 	kvBlocks    int
 	gpuMemUtil  float64
@@ -86,6 +87,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.tp, "tensor-parallel-size", 0, "vLLM's --tensor-parallel-size: GPUs per replica, weights and KV cache split across them (default: the preset's, or 1; ignored with --fleet)")
 	fl.IntVar(&f.tp, "tp", 0, "alias of --tensor-parallel-size")
 	fl.StringVar(&f.gpuCatalog, "gpu-catalogue", "", "YAML file of GPUs added to or changed in the built-in catalogue (format of arch/gpus.yaml)")
+	fl.StringVar(&f.engine, "engine", "", "inference engine of every replica: "+strings.Join(replica.EngineTypes, " or ")+" (default: each preset's or fleet group's engine_type, vllm; docs/replicas.md, Choosing the engine)")
 	fl.StringVar(&f.fleet, "fleet", "", "fleet YAML file: replica groups with count, preset or model/gpu/tp, overrides, labels")
 	fl.IntVar(&f.kvBlocks, "num-gpu-blocks-override", 0, "vLLM's --num-gpu-blocks-override on every replica: the KV blocks (null block included) instead of the capacity computed from GPU memory")
 	fl.IntVar(&f.kvBlocks, "kv-blocks", 0, "")
@@ -248,6 +250,9 @@ func (f *specFlags) check() error {
 	}
 	if f.given("pd-transfer-bandwidth") && (!(f.pd.gbps > 0) || math.IsInf(f.pd.gbps, 0)) {
 		return fmt.Errorf("--pd-transfer-bandwidth %v: must be a positive number of GB/s", f.pd.gbps)
+	}
+	if err := replica.CheckEngineType(f.engine); err != nil {
+		return fmt.Errorf("--engine: %w", err)
 	}
 	if f.replicas > sim.MaxReplicas {
 		return fmt.Errorf("--replicas %d: at most %d (a fleet file's bound too)", f.replicas, sim.MaxReplicas)
@@ -429,9 +434,17 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 			e.OffloadJobOverheadUs = &us
 		}
 		e.CheckInvariants = f.checkInvar
+		if f.engine != "" {
+			fleet[i].Preset.EngineType = f.engine
+		}
+	}
+	if err := sim.LabelEngines(fleet); err != nil {
+		return nil, err
 	}
 	// Resolve every engine now, so a configuration vLLM would refuse (too
 	// little memory, a bad argument) is an input error before the run.
+	// merge: an SGLang replica's configuration (sglang.ConfigFor) is
+	// resolved here too; until then it is checked as vLLM's.
 	for i := range fleet {
 		if _, err := fleet[i].Preset.EngineConfig(); err != nil {
 			return nil, err

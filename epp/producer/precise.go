@@ -194,6 +194,10 @@ func NewPrecisePrefix(typ, name string, p PrecisePrefixParams) (*PrecisePrefix, 
 		defWeight = *w
 	}
 	if ev := p.KVEventsConfig; ev != nil {
+		// Upstream picks the event adapter by engine type; both decode to
+		// the events HandleKVEvents reads, so sglang is read as vllm is
+		// (an SGLang pod's one-hash pages chain and are re-keyed the same
+		// way; docs/replicas.md, "Choosing the engine").
 		switch ev.EngineType {
 		case "", "vllm", "sglang":
 		default:

@@ -1,0 +1,71 @@
+package replica
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const presetHead = "model: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100\n"
+
+// TestPresetEngineType: engine_type and the sglang block decode from a
+// preset file; bad values are refused naming the file and the field.
+func TestPresetEngineType(t *testing.T) {
+	p, err := ParsePreset([]byte(presetHead), "p.yaml", "", nil)
+	if err != nil || p.EngineType != "" || p.EngineTypeOf() != EngineVLLM || p.SGLang != nil {
+		t.Fatalf("default: %v %q %v", err, p.EngineType, p.SGLang)
+	}
+	doc := presetHead + `engine_type: sglang
+sglang:
+  mem_fraction_static: 0.9
+  page_size: 16
+  max_running_requests: 256
+  chunked_prefill_size: -1
+  max_total_tokens: 100000
+  schedule_policy: lpm
+  enable_mixed_chunk: true
+  context_length: 8192
+`
+	p, err = ParsePreset([]byte(doc), "sg.yaml", "", nil)
+	want := SGLangFlags{MemFractionStatic: 0.9, PageSize: 16, MaxRunningRequests: 256, ChunkedPrefillSize: -1,
+		MaxTotalTokens: 100000, SchedulePolicy: "lpm", EnableMixedChunk: true, ContextLength: 8192}
+	if err != nil || p.EngineTypeOf() != EngineSGLang || p.SGLang == nil || *p.SGLang != want {
+		t.Fatalf("sglang: %v %q %+v", err, p.EngineType, p.SGLang)
+	}
+	// Overrides merge into a copy of the block.
+	q, err := p.WithOverrides([]byte(`{"sglang": {"page_size": 64}}`))
+	if err != nil || q.SGLang.PageSize != 64 || q.SGLang.MemFractionStatic != 0.9 || p.SGLang.PageSize != 16 {
+		t.Fatalf("override: %v %+v (original %+v)", err, q.SGLang, p.SGLang)
+	}
+	for _, c := range []struct{ doc, want string }{
+		{"engine_type: sglng", `bad.yaml: engine_type: unknown engine "sglng" (have vllm, sglang); did you mean "sglang"?`},
+		{"engine_type: tgi", `bad.yaml: engine_type: unknown engine "tgi" (have vllm, sglang)`},
+		{"engine: sglang", "bad.yaml: engine: is the vLLM engine arguments' block; the engine itself is engine_type (vllm, sglang)"},
+		{"sglang: {page_size: -1}", "bad.yaml: sglang.page_size: must be at least 1"},
+		{"sglang: {mem_fraction_static: 1.2}", "bad.yaml: sglang.mem_fraction_static: must be in (0, 1)"},
+		{"sglang: {chunked_prefill_size: -2}", "bad.yaml: sglang.chunked_prefill_size: must be a number of tokens, or -1"},
+		{"sglang: {schedule_policy: priority}", `bad.yaml: sglang.schedule_policy: unknown policy "priority"`},
+		{"sglang: {max_running_requests: -3}", "bad.yaml: sglang.max_running_requests: must be at least 1"},
+		{"sglang: {pagesize: 16}", `bad.yaml: unknown field "pagesize"; did you mean page_size?`},
+	} {
+		_, err := ParsePreset([]byte(presetHead+c.doc+"\n"), "bad.yaml", "", nil)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q...", c.doc, err, c.want)
+		}
+	}
+	if _, err := p.WithOverrides([]byte(`{"engine_type": "vlm"}`)); err == nil || !strings.Contains(err.Error(), `engine_type: unknown engine "vlm"`) {
+		t.Errorf("override of engine_type: %v", err)
+	}
+}
+
+// TestCheckEngineType: the empty type and the listed ones pass.
+func TestCheckEngineType(t *testing.T) {
+	for _, ok := range []string{"", "vllm", "sglang"} {
+		if err := CheckEngineType(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	if !reflect.DeepEqual(EngineTypes, []string{"vllm", "sglang"}) {
+		t.Errorf("EngineTypes %v", EngineTypes)
+	}
+}
