@@ -43,27 +43,58 @@ func (p *Preset) EngineTypeOf() string {
 
 // SGLangFlags are an SGLang replica's server arguments, by SGLang's flag
 // names (--mem-fraction-static is mem_fraction_static; spec
-// sglang-engine.md C). A zero value is SGLang's default: the flag left
-// out (page_size 1, chunked_prefill_size and mem_fraction_static by GPU
-// memory, max_running_requests and max_total_tokens derived from the
-// pool, schedule_policy fcfs, mixed chunks off, context_length the
-// model's). chunked_prefill_size -1 turns chunking off, as in SGLang.
-// A vLLM replica ignores the block.
+// sglang-engine.md C), the block a preset or fleet group writes as
+// `sglang:` and replica/sglang.ConfigFor resolves. A zero value is
+// SGLang's default: the flag left out (page_size 1, chunked_prefill_size
+// and mem_fraction_static by GPU memory, max_running_requests and
+// max_total_tokens derived from the pool, schedule_policy fcfs, mixed
+// chunks off, context_length the model's). chunked_prefill_size -1 turns
+// chunking off, as in SGLang. A vLLM replica ignores the block. KV
+// events are not a flag here: a replica publishes them when the EPP
+// consumes them (a precise prefix producer), as if --kv-events-config
+// were set.
 type SGLangFlags struct {
-	MemFractionStatic  float64 `json:"mem_fraction_static,omitempty"`
-	PageSize           int     `json:"page_size,omitempty"`
-	MaxRunningRequests int     `json:"max_running_requests,omitempty"`
-	ChunkedPrefillSize int     `json:"chunked_prefill_size,omitempty"`
-	MaxTotalTokens     int     `json:"max_total_tokens,omitempty"`
-	SchedulePolicy     string  `json:"schedule_policy,omitempty"`
-	EnableMixedChunk   bool    `json:"enable_mixed_chunk,omitempty"`
-	ContextLength      int     `json:"context_length,omitempty"`
+	// MemFractionStatic is --mem-fraction-static; 0 takes SGLang's GPU
+	// heuristic (C; 0.835 on one H100).
+	MemFractionStatic float64 `json:"mem_fraction_static,omitempty"`
+	// PageSize is --page-size (1).
+	PageSize int `json:"page_size,omitempty"`
+	// MaxRunningRequests is --max-running-requests (A.1 when 0).
+	MaxRunningRequests int `json:"max_running_requests,omitempty"`
+	// ChunkedPrefillSize is --chunked-prefill-size (by GPU memory, C);
+	// -1 disables chunked prefill.
+	ChunkedPrefillSize int `json:"chunked_prefill_size,omitempty"`
+	// MaxPrefillTokens is --max-prefill-tokens (16384).
+	MaxPrefillTokens int `json:"max_prefill_tokens,omitempty"`
+	// MaxTotalTokens is --max-total-tokens (profiled when 0).
+	MaxTotalTokens int `json:"max_total_tokens,omitempty"`
+	// SchedulePolicy is --schedule-policy (fcfs; lpm).
+	SchedulePolicy string `json:"schedule_policy,omitempty"`
+	// ScheduleConservativeness is --schedule-conservativeness (1.0).
+	ScheduleConservativeness float64 `json:"schedule_conservativeness,omitempty"`
+	// EnableMixedChunk is --enable-mixed-chunk (false).
+	EnableMixedChunk bool `json:"enable_mixed_chunk,omitempty"`
+	// ContextLength is --context-length (the model's
+	// max_position_embeddings).
+	ContextLength int `json:"context_length,omitempty"`
+	// RadixEvictionPolicy is --radix-eviction-policy (lru; fifo, filo,
+	// mru).
+	RadixEvictionPolicy string `json:"radix_eviction_policy,omitempty"`
+	// DecodeLogInterval is --decode-log-interval (40): the decode-step
+	// period of the gauges' and KV events' refresh.
+	DecodeLogInterval int `json:"decode_log_interval,omitempty"`
+	// KVCacheDtype is --kv-cache-dtype (auto: the model's dtype; fp8).
+	KVCacheDtype string `json:"kv_cache_dtype,omitempty"`
 }
 
-// SGLangSchedulePolicies are the --schedule-policy values SGLang's
-// SchedulePolicy knows (spec A.9; "priority", a CLI choice absent from the
-// scheduler's enums, is not one).
-var SGLangSchedulePolicies = []string{"fcfs", "lpm", "dfs-weight", "lof", "random", "routing-key"}
+// SGLangSchedulePolicies are the --schedule-policy values the SGLang
+// engine models (spec A.9). SGLang also has dfs-weight, lof, random and
+// routing-key, which are refused here rather than run as another policy.
+var SGLangSchedulePolicies = []string{"fcfs", "lpm"}
+
+// SGLangEvictionPolicies are the --radix-eviction-policy values the SGLang
+// engine models (A.6; lfu, slru and priority are not: spec E).
+var SGLangEvictionPolicies = []string{"lru", "fifo", "filo", "mru"}
 
 // Validate checks the flags' ranges; errors name the flag as a preset
 // writes it (sglang.page_size).
@@ -82,7 +113,17 @@ func (f *SGLangFlags) Validate() error {
 	case f.ContextLength < 0:
 		return fmt.Errorf("sglang.context_length: must be at least 1 (leave it out for the model's), got %d", f.ContextLength)
 	case f.SchedulePolicy != "" && !slices.Contains(SGLangSchedulePolicies, f.SchedulePolicy):
-		return fmt.Errorf("sglang.schedule_policy: unknown policy %q (have %s)", f.SchedulePolicy, strings.Join(SGLangSchedulePolicies, ", "))
+		return fmt.Errorf("sglang.schedule_policy: %q is not modelled (have %s)", f.SchedulePolicy, strings.Join(SGLangSchedulePolicies, ", "))
+	case f.RadixEvictionPolicy != "" && !slices.Contains(SGLangEvictionPolicies, f.RadixEvictionPolicy):
+		return fmt.Errorf("sglang.radix_eviction_policy: %q is not modelled (have %s)", f.RadixEvictionPolicy, strings.Join(SGLangEvictionPolicies, ", "))
+	case f.MaxPrefillTokens < 0:
+		return fmt.Errorf("sglang.max_prefill_tokens: must be at least 1 (leave it out for 16384), got %d", f.MaxPrefillTokens)
+	case f.DecodeLogInterval < 0:
+		return fmt.Errorf("sglang.decode_log_interval: must be at least 1 (leave it out for 40), got %d", f.DecodeLogInterval)
+	case f.ScheduleConservativeness < 0 || math.IsNaN(f.ScheduleConservativeness) || math.IsInf(f.ScheduleConservativeness, 0):
+		return fmt.Errorf("sglang.schedule_conservativeness: must be a positive number (leave it out for 1), got %g", f.ScheduleConservativeness)
+	case f.KVCacheDtype != "" && f.KVCacheDtype != "auto" && !strings.HasPrefix(f.KVCacheDtype, "fp8"):
+		return fmt.Errorf("sglang.kv_cache_dtype: %q: want auto or an fp8 type", f.KVCacheDtype)
 	}
 	return nil
 }

@@ -73,16 +73,16 @@ type EventLog struct {
 	enabled bool
 	subs    []Subscriber
 	buf     []Event
-	// removedHashes backs the one-hash BlockHashes of BlockRemoved events
-	// (vLLM reports each evicted block in an event of its own): slices of
-	// one array rather than an allocation per evicted block. Subscribers
-	// may keep those slices, so the array is only ever appended to; when
-	// full, a new one takes over.
-	removedHashes []uint64
+	// oneHashes backs the one-hash BlockHashes of BlockRemoved events
+	// (vLLM and SGLang report each evicted block in an event of its own)
+	// and of SGLang's BlockStored: slices of one array rather than an
+	// allocation per block. Subscribers may keep those slices, so the
+	// array is only ever appended to; when full, a new one takes over.
+	oneHashes []uint64
 }
 
-// removedChunk is the size of the arrays behind removedHashes.
-const removedChunk = 1024
+// oneHashChunk is the size of the arrays behind oneHashes.
+const oneHashChunk = 1024
 
 // SetEnabled turns the log on (the engine's KV events are wanted) or off.
 func (l *EventLog) SetEnabled(on bool) { l.enabled = on }
@@ -113,18 +113,35 @@ func (l *EventLog) Stored(hashes []uint64, parent uint64, hasParent bool, tokens
 		Origin: origin, PromptOffset: offset})
 }
 
+// StoredOne queues a BlockStored of the one block hash h (SGLang reports
+// every page in an event of its own, sglang-engine.md A.13), its tokens'
+// count the block size.
+func (l *EventLog) StoredOne(h, parent uint64, hasParent bool, tokens []uint32, origin *Request, offset int) {
+	if l == nil || !l.enabled {
+		return
+	}
+	l.buf = append(l.buf, Event{Kind: BlockStored, BlockHashes: l.one(h), ParentHash: parent, HasParent: hasParent, TokenIDs: tokens,
+		BlockSize: len(tokens), Origin: origin, PromptOffset: offset})
+}
+
 // Removed queues a BlockRemoved of the one block hash h (an event per
 // block, as vLLM and SGLang report evictions).
 func (l *EventLog) Removed(h uint64) {
 	if l == nil || !l.enabled {
 		return
 	}
-	if len(l.removedHashes) == cap(l.removedHashes) {
-		l.removedHashes = make([]uint64, 0, removedChunk)
+	l.buf = append(l.buf, Event{Kind: BlockRemoved, BlockHashes: l.one(h)})
+}
+
+// one returns a one-element slice holding h, cut from an append-only
+// array (subscribers may keep it).
+func (l *EventLog) one(h uint64) []uint64 {
+	if len(l.oneHashes) == cap(l.oneHashes) {
+		l.oneHashes = make([]uint64, 0, oneHashChunk)
 	}
-	l.removedHashes = append(l.removedHashes, h)
-	n := len(l.removedHashes)
-	l.buf = append(l.buf, Event{Kind: BlockRemoved, BlockHashes: l.removedHashes[n-1 : n : n]})
+	l.oneHashes = append(l.oneHashes, h)
+	n := len(l.oneHashes)
+	return l.oneHashes[n-1 : n : n]
 }
 
 // cpuStored queues the placeholder BlockStored of one CPU chunk (B.8):

@@ -754,7 +754,7 @@ func TestLoadRunSetsMergesSeeds(t *testing.T) {
 func TestDiffReadsLegacyEngineKeys(t *testing.T) {
 	s := testSummary(1, 100)
 	for i := range s.Config.Fleet {
-		s.Config.Fleet[i].Engine = replica.Config{BlockSize: 16, NumGPUBlocks: 1500, MaxNumBatchedTokens: 8192, MaxNumSeqs: 1024, MaxModelLen: 131072}
+		s.Config.Fleet[i].Engine = &replica.Config{BlockSize: 16, NumGPUBlocks: 1500, MaxNumBatchedTokens: 8192, MaxNumSeqs: 1024, MaxModelLen: 131072}
 	}
 	cur := writeDoc(t, map[string]*Summary{"default": s})
 	data, err := os.ReadFile(filepath.Join(cur, SummaryFile))

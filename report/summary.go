@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/replica/sglang"
 	"github.com/eppsim/eppsim/sim"
 )
 
@@ -401,8 +402,14 @@ type ReplicaInfo struct {
 	TensorParallelSize int    `json:"tensor_parallel_size,omitempty"`
 	// StepModel names the step-time model and, for the calibrated one,
 	// the calibration (name@hash of its coefficients).
-	StepModel string         `json:"step_model"`
-	Engine    replica.Config `json:"engine"`
+	StepModel string `json:"step_model"`
+	// EngineType is the engine the replica runs (absent: vLLM). Engine is
+	// a vLLM replica's resolved configuration, SGLang an SGLang
+	// replica's (replica/sglang.Config: the token pool, the scheduler's
+	// limits and policies).
+	EngineType string          `json:"engine_type,omitempty"`
+	Engine     *replica.Config `json:"engine,omitempty"`
+	SGLang     *sglang.Config  `json:"sglang,omitempty"`
 }
 
 // Summary computes the summary; res supplies the run-level counters.

@@ -386,11 +386,20 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 		rc.Workload.Warmup = time.Duration(opts.Warmup).String()
 	}
 	for _, r := range spec.Fleet {
-		// The run succeeded, so every replica's engine config resolved.
-		cfg, _ := r.Preset.EngineConfig()
-		rc.Fleet = append(rc.Fleet, report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
+		info := report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
 			Preset: r.Preset.Name, Model: r.Preset.ModelRef, GPU: r.Preset.GPU.Name, TensorParallelSize: r.Preset.TensorParallelSize,
-			StepModel: r.Preset.StepModelID(), Engine: cfg})
+			StepModel: r.Preset.StepModelID()}
+		// The run succeeded, so every replica's engine config resolved.
+		if r.Preset.EngineTypeOf() == replica.EngineSGLang {
+			info.EngineType = replica.EngineSGLang
+			if cfg, err := sim.SGLangConfig(r); err == nil {
+				info.SGLang = &cfg
+			}
+		} else {
+			cfg, _ := r.Preset.EngineConfig()
+			info.Engine = &cfg
+		}
+		rc.Fleet = append(rc.Fleet, info)
 	}
 	for _, ns := range l.NotSimulated {
 		rc.NotSimulated = append(rc.NotSimulated, ns.String())

@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/replica/sglang"
 )
 
 // engine is what a run needs of a replica's engine, whichever engine it is
@@ -65,6 +66,7 @@ type kvMover interface {
 var (
 	_ engine  = (*replica.Engine)(nil)
 	_ kvMover = (*replica.Engine)(nil)
+	_ engine  = (*sglang.Engine)(nil)
 )
 
 // EngineTypeLabel is the pod label llm-d reads a pod's engine from (the
@@ -101,15 +103,63 @@ func newEngine(spec ReplicaSpec, env engineEnv) (eng engine, cfg *replica.Config
 		if spec.Preset.Engine.KVOffloadingSize > 0 {
 			return nil, nil, &FleetError{fmt.Errorf("replica %s: engine sglang: kv_offloading_size is vLLM's CPU KV tier (OffloadingConnector); SGLang's HiCache is not modelled", spec.Name)}
 		}
-		// merge: build the SGLang engine here, e.g.
-		//	c, err := sglang.ConfigFor(spec.Preset, flags) // flags from spec.Preset.SGLang
-		//	m, err := spec.Preset.Model()
-		//	e, err := sglang.NewEngine(c, m)
-		// with env.seed and env.kvEvents; return e, nil, nil.
-		return nil, nil, &FleetError{fmt.Errorf("replica %s: engine sglang: not built in this binary", spec.Name)}
+		e, err := newSGLangEngine(spec, env)
+		if err != nil {
+			return nil, nil, err
+		}
+		return e, nil, nil
 	default:
 		return nil, nil, &FleetError{fmt.Errorf("replica %s: engine_type: %w", spec.Name, replica.CheckEngineType(t))}
 	}
+}
+
+// CheckEngine resolves spec's engine configuration as newEngine will, so
+// that a configuration the engine would refuse (too little memory, a bad
+// argument) is found before a run: vLLM's (Preset.EngineConfig) or
+// SGLang's (SGLangConfig).
+func CheckEngine(spec ReplicaSpec) error {
+	if spec.Preset.EngineTypeOf() == replica.EngineSGLang {
+		_, err := SGLangConfig(spec)
+		return err
+	}
+	_, err := spec.Preset.EngineConfig()
+	return err
+}
+
+// SGLangConfig resolves spec's SGLang engine configuration: its preset's
+// model, GPU and TP with its sglang block (sglang.ConfigFor). Errors name
+// the replica.
+func SGLangConfig(spec ReplicaSpec) (sglang.Config, error) {
+	var flags replica.SGLangFlags
+	if spec.Preset.SGLang != nil {
+		flags = *spec.Preset.SGLang
+	}
+	cfg, err := sglang.ConfigFor(spec.Preset, flags)
+	if err != nil {
+		return sglang.Config{}, fmt.Errorf("replica %s: %w", spec.Name, err)
+	}
+	return cfg, nil
+}
+
+// newSGLangEngine builds an SGLang engine for spec. It publishes KV events
+// when the EPP consumes them (as a deployment that runs a precise prefix
+// producer sets --kv-events-config); the step time is the preset's model,
+// the one vLLM engines use (replica/sglang's doc: calibrated on vLLM runs).
+func newSGLangEngine(spec ReplicaSpec, env engineEnv) (*sglang.Engine, error) {
+	cfg, err := SGLangConfig(spec)
+	if err != nil {
+		return nil, &FleetError{err}
+	}
+	cfg.KVEvents = env.kvEvents
+	model, err := spec.Preset.Model()
+	if err != nil {
+		return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
+	}
+	eng, err := sglang.NewEngine(cfg, model)
+	if err != nil {
+		return nil, &FleetError{fmt.Errorf("replica %s: %w", spec.Name, err)}
+	}
+	return eng, nil
 }
 
 // newVLLMEngine builds a vLLM engine for spec.
@@ -152,8 +202,29 @@ const DefaultChainBlockSize = replica.DefaultBlockSize
 
 // chainSize collects the block size of a fleet's prompt chain as its
 // engines are built: the vLLM replicas', which must agree (the oracle
-// hands every engine one chain); other engines do not count.
-type chainSize struct{ bs int }
+// hands every engine one chain); other engines do not count. It also
+// keeps the finest reuse granularity of the fleet's engines (an SGLang
+// page, or the vLLM block) for the infinite-cache bound.
+type chainSize struct{ bs, page int }
+
+// addPage takes an SGLang replica's page size (tokens).
+func (c *chainSize) addPage(p int) {
+	if c.page == 0 || p < c.page {
+		c.page = p
+	}
+}
+
+// reuseGranularity is the block size of the run's infinite-cache bound:
+// the finest unit any engine of the fleet reuses (an SGLang page, 1 token
+// by default; the vLLM block), so that no replica's true hit can exceed
+// the bound (an SGLang replica reuses up to N − 1 tokens of a prompt where
+// vLLM reuses whole blocks).
+func (c *chainSize) reuseGranularity() int {
+	if c.page > 0 && (c.bs == 0 || c.page < c.bs) {
+		return c.page
+	}
+	return c.size()
+}
 
 // add takes a replica's vLLM configuration (nil: another engine).
 func (c *chainSize) add(name string, cfg *replica.Config) error {

@@ -45,8 +45,8 @@ func TestNewEngineVLLM(t *testing.T) {
 }
 
 // TestNewEngineRefusals: an SGLang replica in a P/D fleet or with a CPU
-// tier, an SGLang replica in a binary without the engine, and an engine
-// type no one knows are refused as fleet errors naming the replica.
+// tier, an SGLang replica whose pool gets no memory, and an engine type no
+// one knows are refused as fleet errors naming the replica.
 func TestNewEngineRefusals(t *testing.T) {
 	base := testFleet(t, 1, 100)[0]
 	base.Name = "default/sg-0"
@@ -54,6 +54,8 @@ func TestNewEngineRefusals(t *testing.T) {
 	sglang.Preset.EngineType = replica.EngineSGLang
 	offload := sglang
 	offload.Preset.Engine.KVOffloadingSize = 4
+	starved := sglang
+	starved.Preset.SGLang = &replica.SGLangFlags{MemFractionStatic: 0.1} // 8 GiB: less than the 8B model's 15 GiB of weights
 	unknown := base
 	unknown.Preset.EngineType = "tgi"
 	for _, c := range []struct {
@@ -64,7 +66,7 @@ func TestNewEngineRefusals(t *testing.T) {
 	}{
 		{"sglang with P/D", sglang, engineEnv{disagg: true, pd: DefaultPD()}, "replica default/sg-0: engine sglang: P/D disaggregation is modelled for vLLM only"},
 		{"sglang with a CPU tier", offload, engineEnv{}, "replica default/sg-0: engine sglang: kv_offloading_size is vLLM's CPU KV tier"},
-		{"sglang not built", sglang, engineEnv{}, "replica default/sg-0: engine sglang: not built in this binary"},
+		{"sglang without memory", starved, engineEnv{}, "replica default/sg-0: sglang config: preset llama-3.1-8b-h100: not enough memory for the KV pool"},
 		{"unknown engine", unknown, engineEnv{}, `replica default/sg-0: engine_type: unknown engine "tgi" (have vllm, sglang)`},
 	} {
 		eng, cfg, err := newEngine(c.spec, c.env)
@@ -75,13 +77,66 @@ func TestNewEngineRefusals(t *testing.T) {
 	}
 }
 
-// TestRunRefusesSGLang: Run reports newEngine's refusal as is.
-func TestRunRefusesSGLang(t *testing.T) {
-	fleet := testFleet(t, 2, 100)
+// TestRunMixedFleet: a fleet of one vLLM and one SGLang replica behind
+// round-robin. The same 1,024-token prompt four times: requests 0 and 2
+// go to the vLLM replica, which reuses ⌊1023/16⌋·16 = 1,008 tokens of the
+// repeat (vllm-engine.md A.2); 1 and 3 to the SGLang replica, whose radix
+// cache reuses N − 1 = 1,023 (sglang-engine.md A.3, D2). The oracle of
+// request 1 sees request 0 on the vLLM replica only (1,008); from request
+// 2 on both replicas hold the prompt, the SGLang one's 1,023 the larger;
+// the infinite-cache bound follows the finer engine: 1,023 from request 1
+// on. The SGLang endpoint carries llm-d.ai/engine-type.
+func TestRunMixedFleet(t *testing.T) {
+	fleet := testFleet(t, 2, 2000)
 	fleet[1].Preset.EngineType = replica.EngineSGLang
-	_, err := Run(&sliceSource{}, testRouter(), fleet, Options{Seed: 1})
-	if err == nil || err.Error() != "replica default/r1: engine sglang: not built in this binary" {
-		t.Fatalf("got %v", err)
+	p := tokens(0, 1024)
+	var reqs []*workload.Request
+	for i := range 4 {
+		reqs = append(reqs, req(int64(i), int64(i)*5*second, p, 5))
+	}
+	recs, res := run(t, reqs, fleet, Options{Seed: 1})
+	if res.Completed != 4 || len(recs) != 4 {
+		t.Fatalf("result %+v", res)
+	}
+	want := []struct{ replica, cached, oracle, bound int }{{0, 0, 0, 0}, {1, 0, 1008, 1023}, {0, 1008, 1023, 1023}, {1, 1023, 1023, 1023}}
+	for i, w := range want {
+		r := recs[i]
+		if r.Replica != w.replica || r.CachedTokens != w.cached || r.OracleCachedTokens != w.oracle || r.InfiniteCachedTokens != w.bound {
+			t.Errorf("request %d: replica %d cached %d oracle %d bound %d, want %+v", i, r.Replica, r.CachedTokens, r.OracleCachedTokens, r.InfiniteCachedTokens, w)
+		}
+	}
+	if l, err := engineLabels(fleet[1]); err != nil || l[EngineTypeLabel] != replica.EngineSGLang {
+		t.Errorf("SGLang endpoint labels %v (%v)", l, err)
+	}
+}
+
+// TestSGLangGauges: what a scrape reads of an SGLang replica is what the
+// EPP extracts from an SGLang pod (sglang-engine.md A.12): no
+// cache_config_info (block size and block count 0), token_usage rounded
+// to two decimals.
+func TestSGLangGauges(t *testing.T) {
+	spec := testFleet(t, 1, 2000)[0]
+	spec.Preset.EngineType = replica.EngineSGLang
+	spec.Preset.SGLang = &replica.SGLangFlags{MaxTotalTokens: 3000}
+	eng, cfg, err := newEngine(spec, engineEnv{seed: 1})
+	if err != nil || cfg != nil {
+		t.Fatalf("newEngine: %v (vLLM config %v)", err, cfg)
+	}
+	rr := &replica.Request{ID: 1, Prompt: tokens(0, 1000), OutputLen: 3}
+	if err := eng.Add(rr, 0); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := eng.BeginStep(0)
+	if !ok {
+		t.Fatal("nothing scheduled")
+	}
+	eng.EndStep(d)
+	g := eng.Gauges()
+	// After the prefill batch the request holds its 1,000 prompt tokens
+	// (inserted and locked) of the pool's 3,000, and no decode slot yet:
+	// 1000/3000 = 0.333… → 0.33.
+	if g.BlockSize != 0 || g.NumGPUBlocks != 0 || g.KVCacheUsagePerc != 0.33 || g.NumRequestsWaiting != 0 {
+		t.Errorf("gauges %+v, want no cache_config_info and token usage 0.33", g)
 	}
 }
 

@@ -104,12 +104,13 @@ var Roles = []string{"decode", "prefill", "encode", "prefill-decode", "encode-pr
 // apart, CheckFleetMemory).
 const MaxReplicas = 10000
 
-// UniformFleet returns n replicas of one preset, named default/vllm-i with
+// UniformFleet returns n replicas of one preset, named default/E-i after
+// the preset's engine type (default/vllm-i, default/sglang-i) with
 // addresses 10.0.x.y:8000.
 func UniformFleet(n int, p replica.Preset) []ReplicaSpec {
 	out := make([]ReplicaSpec, n)
 	for i := range out {
-		out[i] = ReplicaSpec{Name: fmt.Sprintf("default/vllm-%d", i), Address: address(i), Preset: p}
+		out[i] = ReplicaSpec{Name: fmt.Sprintf("default/%s-%d", p.EngineTypeOf(), i), Address: address(i), Preset: p}
 	}
 	return out
 }
@@ -237,10 +238,9 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		// merge: an SGLang group's configuration (sglang.ConfigFor) is
-		// resolved here too, so that its errors name the group; until then
-		// every group is checked as vLLM would resolve its preset.
-		if _, err := p.EngineConfig(); err != nil {
+		// Resolve the group's engine now, so that its errors name the
+		// group (vLLM's arguments, or the sglang block).
+		if err := CheckEngine(ReplicaSpec{Name: p.Name, Preset: p}); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		if role, ok := g.Labels[RoleLabel]; ok && !slices.Contains(Roles, role) {

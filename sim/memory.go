@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+
+	"github.com/eppsim/eppsim/replica"
 )
 
 // DefaultMaxFleetBytes is the memory a fleet may take by default
@@ -18,16 +20,25 @@ const DefaultMaxFleetBytes int64 = 8 << 30
 // largest replica's share with its KV block count.
 func FleetMemory(fleet []ReplicaSpec) (total, largest int64, largestBlocks int, err error) {
 	for _, r := range fleet {
-		// merge: an SGLang replica is estimated as a vLLM engine of its
-		// preset until replica/sglang gives an estimate of its own.
-		cfg, err := r.Preset.EngineConfig()
-		if err != nil {
-			return 0, 0, 0, fmt.Errorf("replica %s: %w", r.Name, err)
+		var b int64
+		var blocks int
+		if r.Preset.EngineTypeOf() == replica.EngineSGLang {
+			cfg, err := SGLangConfig(r)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			// A page is its KV block.
+			b, blocks = cfg.MemoryBytes(), cfg.MaxTotalNumTokens/cfg.PageSize
+		} else {
+			cfg, err := r.Preset.EngineConfig()
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("replica %s: %w", r.Name, err)
+			}
+			b, blocks = cfg.MemoryBytes(), cfg.NumGPUBlocks
 		}
-		b := cfg.MemoryBytes()
 		total += b
 		if b > largest {
-			largest, largestBlocks = b, cfg.NumGPUBlocks
+			largest, largestBlocks = b, blocks
 		}
 	}
 	return total, largest, largestBlocks, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/internal/memo"
 	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/replica/sglang"
 	"github.com/eppsim/eppsim/workload"
 )
 
@@ -561,6 +562,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		if err := chain.add(spec.Name, cfg); err != nil {
 			return nil, &FleetError{err}
 		}
+		if sg, ok := eng.(*sglang.Engine); ok {
+			chain.addPage(sg.Config().PageSize)
+		}
 		labels, err := engineLabels(spec)
 		if err != nil {
 			return nil, &FleetError{err}
@@ -587,7 +591,7 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: labels})
 	}
 	r.chain = newPromptChain(chain.size(), opts.Seed)
-	r.reuse = workload.NewPrefixReuse(chain.size())
+	r.reuse = workload.NewPrefixReuse(chain.reuseGranularity())
 	router.SetObjectives(opts.Objectives)
 	if r.flow != nil {
 		// The flow controller looks the pool up through this router (a

@@ -107,8 +107,8 @@ func TestBadInputs(t *testing.T) {
 		{"unknown upstream option", []string{"run", "--epp-upstream", "pr9999"}, `--epp-upstream "pr9999": unknown (have pr2292)`},
 		{"replicas 0", []string{"run", "--replicas", "0"}, "--replicas 0"},
 		{"unknown engine", []string{"run", "--engine", "tgi"}, `--engine: unknown engine "tgi" (have vllm, sglang)`},
-		// merge: with replica/sglang built in, this case runs (drop it or give it a P/D config).
-		{"sglang not built", []string{"run", "--engine", "sglang"}, "replica default/vllm-0: engine sglang: not built in this binary"},
+		{"sglang with a CPU tier", []string{"run", "--engine", "sglang", "--kv-offloading-size", "8"}, "engine sglang: kv_offloading_size is vLLM's CPU KV tier"},
+		{"sglang without memory", []string{"run", "--engine", "sglang", "--preset", "llama-3.1-70b-h100-tp4", "--tp", "1"}, "sglang"},
 		{"unknown preset", []string{"run", "--preset", "nope"}, "--preset"},
 		{"missing fleet", []string{"run", "--fleet", filepath.Join(f["dir"], "fleet.yaml")}, "fleet.yaml"},
 		{"empty fleet", []string{"run", "--fleet", f["fleet-empty.yaml"]}, f["fleet-empty.yaml"] + ": groups"},

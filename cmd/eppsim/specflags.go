@@ -378,6 +378,9 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--preset: %w", err)
 		}
+		if f.engine != "" {
+			p.EngineType = f.engine // the replicas are named after it
+		}
 		fleet = sim.UniformFleet(f.replicas, p)
 	}
 	if f.gpuMemUtil < 0 || f.gpuMemUtil > 1 {
@@ -441,12 +444,11 @@ func (f *specFlags) buildFleet() ([]sim.ReplicaSpec, error) {
 	if err := sim.LabelEngines(fleet); err != nil {
 		return nil, err
 	}
-	// Resolve every engine now, so a configuration vLLM would refuse (too
-	// little memory, a bad argument) is an input error before the run.
-	// merge: an SGLang replica's configuration (sglang.ConfigFor) is
-	// resolved here too; until then it is checked as vLLM's.
+	// Resolve every engine now, so a configuration its engine would
+	// refuse (too little memory, a bad argument) is an input error before
+	// the run.
 	for i := range fleet {
-		if _, err := fleet[i].Preset.EngineConfig(); err != nil {
+		if err := sim.CheckEngine(fleet[i]); err != nil {
 			return nil, err
 		}
 		if i > 0 && fleet[i].Preset.Name == fleet[i-1].Preset.Name {

@@ -45,49 +45,51 @@ const (
 type Config struct {
 	// MaxTotalNumTokens is max_total_num_tokens, the token pool's capacity
 	// (A.1; --max-total-tokens caps it), a multiple of PageSize.
-	MaxTotalNumTokens int
+	MaxTotalNumTokens int `json:"max_total_num_tokens"`
 	// PageSize is --page-size (default 1).
-	PageSize int
+	PageSize int `json:"page_size"`
 	// MaxRunningRequests is max_running_requests after A.1's clamp
 	// (--max-running-requests, else min(max_total//2, MaxNumReqs)).
-	MaxRunningRequests int
+	MaxRunningRequests int `json:"max_running_requests"`
 	// MaxNumReqs is the request-slot pool (req_to_token_pool.size, A.1);
 	// 0 means MaxRunningRequests.
-	MaxNumReqs int
+	MaxNumReqs int `json:"max_num_reqs"`
 	// ChunkedPrefillSize is --chunked-prefill-size (C: by GPU memory, 8192
 	// on H100); ≤ 0 disables chunking (SGLang's -1).
-	ChunkedPrefillSize int
+	ChunkedPrefillSize int `json:"chunked_prefill_size"`
 	// MaxPrefillTokens is --max-prefill-tokens (16384).
-	MaxPrefillTokens int
+	MaxPrefillTokens int `json:"max_prefill_tokens"`
 	// SchedulePolicy is --schedule-policy: "fcfs" (default, "" too) or
 	// "lpm" (A.9).
-	SchedulePolicy string
+	SchedulePolicy string `json:"schedule_policy"`
 	// EnableMixedChunk is --enable-mixed-chunk (false): running decodes
 	// ride along a prefill batch as 1-token extends (A.7).
-	EnableMixedChunk bool
+	EnableMixedChunk bool `json:"enable_mixed_chunk"`
 	// DecodeLogInterval is --decode-log-interval (40): the decode-step
 	// period of the metric and KV-event points (A.12, A.13). 0 means 40.
-	DecodeLogInterval int
+	DecodeLogInterval int `json:"decode_log_interval"`
 	// ContextLen is the model's context length (--context-length, else
 	// the model's max_position_embeddings); 0 means MaxTotalNumTokens.
-	ContextLen int
+	ContextLen int `json:"context_len"`
 	// KVEvents is --kv-events-config set: KV events are published (A.13).
-	KVEvents bool
+	KVEvents bool `json:"kv_events"`
 	// InitNewTokenRatio, MinNewTokenRatio and NewTokenRatioDecay are the
 	// new_token_ratio tracker's init, floor and per-decode-step decay
 	// (A.8.1: 0.7, 0.098, (0.7−0.098)/600 at --schedule-conservativeness 1;
 	// NewConfigRatios derives them for another conservativeness).
-	InitNewTokenRatio, MinNewTokenRatio, NewTokenRatioDecay float64
+	InitNewTokenRatio  float64 `json:"init_new_token_ratio"`
+	MinNewTokenRatio   float64 `json:"min_new_token_ratio"`
+	NewTokenRatioDecay float64 `json:"new_token_ratio_decay"`
 	// EvictionPolicy is --radix-eviction-policy: lru (default, "" too),
 	// fifo, filo or mru (A.6).
-	EvictionPolicy string
+	EvictionPolicy string `json:"radix_eviction_policy"`
 	// Mid2025 selects the mid-2025 code's variants where the spec gives
 	// two (A.6, A.8.1): eviction of the full allocation size instead of
 	// the shortfall, and the retraction ratio without the "+1".
-	Mid2025 bool
+	Mid2025 bool `json:"mid_2025"`
 	// CheckInvariants makes every step verify CheckInvariants and panic on
 	// a violation (tests).
-	CheckInvariants bool
+	CheckInvariants bool `json:"-"`
 }
 
 // Ratios returns the A.8.1 new_token_ratio parameters for
@@ -134,44 +136,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("radix_eviction_policy %q: want lru, fifo, filo or mru", c.EvictionPolicy)
 	}
 	return nil
-}
-
-// Flags are the SGLang server flags a user sets for a replica; zero means
-// SGLang's default (sglang-engine.md C). JSON names are the CLI flags in
-// snake_case.
-type Flags struct {
-	// MemFractionStatic is --mem-fraction-static; 0 takes SGLang's GPU
-	// heuristic (C; 0.835 on one H100).
-	MemFractionStatic float64 `json:"mem_fraction_static,omitempty"`
-	// PageSize is --page-size (1).
-	PageSize int `json:"page_size,omitempty"`
-	// MaxRunningRequests is --max-running-requests (A.1 when 0).
-	MaxRunningRequests int `json:"max_running_requests,omitempty"`
-	// ChunkedPrefillSize is --chunked-prefill-size (by GPU memory, C);
-	// -1 disables chunked prefill.
-	ChunkedPrefillSize int `json:"chunked_prefill_size,omitempty"`
-	// MaxPrefillTokens is --max-prefill-tokens (16384).
-	MaxPrefillTokens int `json:"max_prefill_tokens,omitempty"`
-	// MaxTotalTokens is --max-total-tokens (profiled when 0).
-	MaxTotalTokens int `json:"max_total_tokens,omitempty"`
-	// SchedulePolicy is --schedule-policy (fcfs).
-	SchedulePolicy string `json:"schedule_policy,omitempty"`
-	// ScheduleConservativeness is --schedule-conservativeness (1.0).
-	ScheduleConservativeness float64 `json:"schedule_conservativeness,omitempty"`
-	// EnableMixedChunk is --enable-mixed-chunk (false).
-	EnableMixedChunk bool `json:"enable_mixed_chunk,omitempty"`
-	// ContextLength is --context-length (the model's
-	// max_position_embeddings).
-	ContextLength int `json:"context_length,omitempty"`
-	// RadixEvictionPolicy is --radix-eviction-policy (lru).
-	RadixEvictionPolicy string `json:"radix_eviction_policy,omitempty"`
-	// DecodeLogInterval is --decode-log-interval (40).
-	DecodeLogInterval int `json:"decode_log_interval,omitempty"`
-	// KVEventsConfig is --kv-events-config; any non-empty value turns KV
-	// events on (the publisher settings do not matter to the simulator).
-	KVEventsConfig string `json:"kv_events_config,omitempty"`
-	// KVCacheDtype is --kv-cache-dtype (auto: the model's dtype).
-	KVCacheDtype string `json:"kv_cache_dtype,omitempty"`
 }
 
 // preLoadUsedBytes is the device memory already taken when SGLang measures
@@ -241,7 +205,8 @@ func MemFractionStaticDefault(gpuMiB float64, tp, chunk int) float64 {
 
 // ConfigFor derives an SGLang engine's configuration from a replica preset
 // (its model, GPU and TP; the vLLM engine arguments are ignored) and the
-// SGLang flags, per sglang-engine.md A.1 and C:
+// SGLang flags (the preset's sglang block), per sglang-engine.md A.1 and
+// C; KVEvents is left off for the caller to set:
 //
 //	total        = device memory − preLoadUsedBytes (free before loading)
 //	rest         = (total − weights per GPU) − total·(1 − mem_fraction_static)
@@ -251,7 +216,7 @@ func MemFractionStaticDefault(gpuMiB float64, tp, chunk int) float64 {
 //
 // with cell_size the KV bytes per token on one rank (arch.Model.KVBytesPerToken,
 // MHA or MLA) and the weights arch.Model.WeightBytesWithExperts.
-func ConfigFor(p replica.Preset, f Flags) (Config, error) {
+func ConfigFor(p replica.Preset, f replica.SGLangFlags) (Config, error) {
 	m := p.Arch
 	if m == nil {
 		return Config{}, fmt.Errorf("sglang config: preset %s: model and GPU not resolved", p.Name)
@@ -315,14 +280,13 @@ func ConfigFor(p replica.Preset, f Flags) (Config, error) {
 }
 
 // flagConfig applies the flags' defaults that do not depend on the pool.
-func flagConfig(f Flags, g *arch.GPU) (Config, error) {
+func flagConfig(f replica.SGLangFlags, g *arch.GPU) (Config, error) {
 	c := Config{
 		PageSize:          max(f.PageSize, 1),
 		MaxPrefillTokens:  f.MaxPrefillTokens,
 		SchedulePolicy:    f.SchedulePolicy,
 		EnableMixedChunk:  f.EnableMixedChunk,
 		DecodeLogInterval: f.DecodeLogInterval,
-		KVEvents:          f.KVEventsConfig != "",
 		EvictionPolicy:    f.RadixEvictionPolicy,
 	}
 	if f.PageSize < 0 {
@@ -344,4 +308,31 @@ func flagConfig(f Flags, g *arch.GPU) (Config, error) {
 	}
 	c.InitNewTokenRatio, c.MinNewTokenRatio, c.NewTokenRatioDecay = Ratios(f.ScheduleConservativeness)
 	return c, nil
+}
+
+// Memory estimate of an engine's state once its cache is full (the
+// simulator's fleet bound, sim.FleetMemory; the counterpart of
+// replica.Config.MemoryBytes). An estimate, not a bound: the radix tree's
+// size depends on the traffic.
+const (
+	// nodeBytes is one tree node with its children map and eviction-heap
+	// entries.
+	nodeBytes = 400
+	// tokensPerNode is the cached tokens a node holds on average, taken as
+	// a conversation turn's share of a prompt (64); a tree of one-token
+	// branches holds more nodes.
+	tokensPerNode = 64
+)
+
+// MemoryBytes estimates the engine's memory with a full pool: its nodes,
+// the request token arrays their keys keep alive (4 bytes a cached token),
+// the KV-event digests (32 bytes a page, with events) and the engine's
+// fixed overhead (replica.EngineOverheadBytes, as vLLM's).
+func (c Config) MemoryBytes() int64 {
+	tokens := int64(c.MaxTotalNumTokens)
+	b := tokens/tokensPerNode*nodeBytes + 4*tokens
+	if c.KVEvents {
+		b += 32 * tokens / int64(max(c.PageSize, 1))
+	}
+	return b + replica.EngineOverheadBytes
 }

@@ -31,7 +31,7 @@ func preset(t *testing.T, model, gpu string, tp int) replica.Preset {
 // weights, 40 GiB rest), each good to about ±0.5 GiB of 40: the tolerance
 // is 3%.
 func TestConfigForWorkedExample(t *testing.T) {
-	c, err := ConfigFor(preset(t, "Qwen/Qwen3-32B", "H100", 2), Flags{MemFractionStatic: 0.9})
+	c, err := ConfigFor(preset(t, "Qwen/Qwen3-32B", "H100", 2), replica.SGLangFlags{MemFractionStatic: 0.9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,15 +53,15 @@ func TestConfigForFlags(t *testing.T) {
 	p := preset(t, "meta-llama/Llama-3.1-8B-Instruct", "H100", 1)
 	cases := []struct {
 		name  string
-		f     Flags
+		f     replica.SGLangFlags
 		check func(Config) bool
 	}{
-		{"page floor and cap", Flags{PageSize: 16, MaxTotalTokens: 100007}, func(c Config) bool { return c.MaxTotalNumTokens == 100000 && c.PageSize == 16 }},
-		{"max running flag", Flags{MaxRunningRequests: 64}, func(c Config) bool { return c.MaxRunningRequests == 64 && c.MaxNumReqs == 64 }},
-		{"chunking off", Flags{ChunkedPrefillSize: -1}, func(c Config) bool { return c.ChunkedPrefillSize == -1 }},
-		{"events, lpm", Flags{KVEventsConfig: `{"publisher":"zmq"}`, SchedulePolicy: "lpm"}, func(c Config) bool { return c.KVEvents && c.SchedulePolicy == PolicyLPM }},
+		{"page floor and cap", replica.SGLangFlags{PageSize: 16, MaxTotalTokens: 100007}, func(c Config) bool { return c.MaxTotalNumTokens == 100000 && c.PageSize == 16 }},
+		{"max running flag", replica.SGLangFlags{MaxRunningRequests: 64}, func(c Config) bool { return c.MaxRunningRequests == 64 && c.MaxNumReqs == 64 }},
+		{"chunking off", replica.SGLangFlags{ChunkedPrefillSize: -1}, func(c Config) bool { return c.ChunkedPrefillSize == -1 }},
+		{"lpm", replica.SGLangFlags{SchedulePolicy: "lpm"}, func(c Config) bool { return !c.KVEvents && c.SchedulePolicy == PolicyLPM }},
 		// Llama-3.1-8B: context 131072, ~400k tokens → 1562 → clamp 2048 (A.1).
-		{"slot pool clamp", Flags{}, func(c Config) bool { return c.MaxNumReqs == 2048 && c.MaxRunningRequests == 2048 }},
+		{"slot pool clamp", replica.SGLangFlags{}, func(c Config) bool { return c.MaxNumReqs == 2048 && c.MaxRunningRequests == 2048 }},
 	}
 	for _, tc := range cases {
 		c, err := ConfigFor(p, tc.f)
@@ -69,7 +69,7 @@ func TestConfigForFlags(t *testing.T) {
 			t.Fatalf("%s: %+v, %v", tc.name, c, err)
 		}
 	}
-	if _, err := ConfigFor(p, Flags{MemFractionStatic: 0.1}); err == nil {
+	if _, err := ConfigFor(p, replica.SGLangFlags{MemFractionStatic: 0.1}); err == nil {
 		t.Fatal("mem_fraction_static 0.1 leaves no KV pool, want an error")
 	}
 }

@@ -69,8 +69,7 @@ type Engine struct {
 	model  replica.StepModel
 	pool   tokenPool
 	tree   *tree
-	events *eventQueue
-	subs   []replica.Subscriber
+	events replica.EventLog
 
 	seqs    map[*replica.Request]*seq
 	waiting []*seq
@@ -121,11 +120,9 @@ func NewEngine(cfg Config, model replica.StepModel) (*Engine, error) {
 	if e.numReqs == 0 {
 		e.numReqs = cfg.MaxRunningRequests
 	}
-	if cfg.KVEvents {
-		e.events = &eventQueue{}
-		e.events.cleared()
-	}
-	e.tree = newTree(cfg.PageSize, cfg.EvictionPolicy, e.events)
+	e.events.SetEnabled(cfg.KVEvents)
+	e.events.Cleared()
+	e.tree = newTree(cfg.PageSize, cfg.EvictionPolicy, &e.events)
 	// A.1 (tp_worker): max_req_len = min(context_len − 1, max_total − 1).
 	e.maxReqLn = min(cfg.ContextLen-1, cfg.MaxTotalNumTokens-1)
 	return e, nil
@@ -135,7 +132,7 @@ func NewEngine(cfg Config, model replica.StepModel) (*Engine, error) {
 func (e *Engine) Config() Config { return e.cfg }
 
 // Subscribe registers a KV event subscriber (Config.KVEvents must be on).
-func (e *Engine) Subscribe(s replica.Subscriber) { e.subs = append(e.subs, s) }
+func (e *Engine) Subscribe(s replica.Subscriber) { e.events.Subscribe(s) }
 
 // Stats returns the engine's counters: PrefixQueries and PrefixHits are
 // realtime_tokens prefill_cache + prefill_compute and prefill_cache (A.12),
@@ -143,9 +140,10 @@ func (e *Engine) Subscribe(s replica.Subscriber) { e.subs = append(e.subs, s) }
 // included; Preemptions counts retractions (A.10).
 func (e *Engine) Stats() replica.Stats { return e.stats }
 
-// Evictions returns the tokens evicted from the radix tree so far (whole
-// nodes, A.6).
-func (e *Engine) Evictions() int64 { return e.tree.evictedTokens }
+// Evictions returns the pages evicted from the radix tree so far (whole
+// nodes, A.6; tokens at the default page size 1): a page is SGLang's KV
+// block, the unit vLLM's evictions count.
+func (e *Engine) Evictions() int64 { return e.tree.evictedTokens / int64(e.cfg.PageSize) }
 
 // Busy reports whether anything is waiting or running.
 func (e *Engine) Busy() bool {
@@ -189,11 +187,7 @@ func (e *Engine) refresh(now int64, running int) {
 		PrefixCacheQueries: e.stats.PrefixQueries,
 		PrefixCacheHits:    e.stats.PrefixHits,
 	}
-	if evs := e.events.take(); len(evs) > 0 {
-		for _, s := range e.subs {
-			s.KVEvents(now, evs)
-		}
-	}
+	e.events.Publish(now)
 }
 
 // Add queues an arrived request at the tail of the waiting queue (A.9).

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/eppsim/eppsim/replica"
 )
 
 // node is one radix-tree node (sglang-engine.md A.2). Its KV slots are a
@@ -50,9 +52,9 @@ type tree struct {
 	heap                 leafHeap
 	policy               string
 	nodes                int
-	// events queues BlockStored/BlockRemoved (nil: events off, no
+	// events queues BlockStored/BlockRemoved (disabled: events off, no
 	// digests computed).
-	events *eventQueue
+	events *replica.EventLog
 	// evictedTokens counts tokens freed by eviction.
 	evictedTokens int64
 	// onEvict, when set, sees each node just before eviction removes it
@@ -60,7 +62,7 @@ type tree struct {
 	onEvict func(*node)
 }
 
-func newTree(page int, policy string, events *eventQueue) *tree {
+func newTree(page int, policy string, events *replica.EventLog) *tree {
 	t := &tree{page: page, policy: policy, events: events}
 	t.root = t.newNode(nil, nil)
 	t.root.isRoot = true
@@ -295,7 +297,7 @@ func (t *tree) insert(root *node, key []uint32, src *seq) (int, *node) {
 	t.nodes++
 	t.evictable += len(key)
 	t.maybePush(leaf)
-	if t.events != nil {
+	if t.events.Enabled() {
 		t.recordStore(leaf, prefix, src)
 	}
 	return prefix, leaf
@@ -329,7 +331,7 @@ func (t *tree) recordStore(leaf *node, offset int, src *seq) {
 			parent = hashValue(prev)
 		}
 		start := offset + i*P
-		t.events.stored(hashValue(&leaf.digests[i]), parent, prev != nil, toks, src, start)
+		t.stored(hashValue(&leaf.digests[i]), parent, prev != nil, toks, src, start)
 		prev = &leaf.digests[i]
 	}
 }
@@ -418,9 +420,9 @@ func (t *tree) evict(n int) int {
 		}
 		freed += len(x.key)
 		t.evictable -= len(x.key)
-		if t.events != nil {
+		if t.events.Enabled() {
 			for i := range x.digests {
-				t.events.removed(hashValue(&x.digests[i]))
+				t.events.Removed(hashValue(&x.digests[i]))
 			}
 		}
 		if t.onEvict != nil {
@@ -521,7 +523,7 @@ func (t *tree) check() error {
 			err = fmt.Errorf("node %d has no parent", n.id)
 		case t.child(n.parent, n.key) != n:
 			err = fmt.Errorf("node %d not found under its parent by its key", n.id)
-		case t.events != nil && len(n.digests) != len(n.key)/t.page:
+		case t.events.Enabled() && len(n.digests) != len(n.key)/t.page:
 			err = fmt.Errorf("node %d has %d digests for %d pages", n.id, len(n.digests), len(n.key)/t.page)
 		}
 		if n.lockRef > 0 {

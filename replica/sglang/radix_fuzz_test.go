@@ -3,6 +3,8 @@ package sglang
 import (
 	"slices"
 	"testing"
+
+	"github.com/eppsim/eppsim/replica"
 )
 
 // refSeq is one inserted sequence of the naive reference and how much of
@@ -48,7 +50,9 @@ func FuzzRadixTree(f *testing.F) {
 		}
 		page := []int{1, 2, 4}[int(data[0])%3]
 		const capacity = 64
-		tr := newTree(page, PolicyLRU, &eventQueue{})
+		var log replica.EventLog
+		log.SetEnabled(true)
+		tr := newTree(page, PolicyLRU, &log)
 		var refs []refSeq
 		var locked []*node
 		lockedSet := map[*node]int{}
