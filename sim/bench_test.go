@@ -22,7 +22,14 @@ const mooncakeTrace = "../../shared/traces/mooncake_conversation_trace.jsonl"
 // It reports simulated requests per wall second and the process's peak
 // resident memory. Run it with -benchtime 1x (make bench does): one
 // iteration is a whole one-hour trace.
-func BenchmarkMooncakeFleet(b *testing.B) {
+func BenchmarkMooncakeFleet(b *testing.B) { benchMooncakeFleet(b, replica.EngineVLLM) }
+
+// BenchmarkMooncakeFleetSGLang is BenchmarkMooncakeFleet on SGLang
+// replicas (replica/sglang, page size 1: the radix tree matches and
+// inserts token by token), the same fleet otherwise.
+func BenchmarkMooncakeFleetSGLang(b *testing.B) { benchMooncakeFleet(b, replica.EngineSGLang) }
+
+func benchMooncakeFleet(b *testing.B, engineType string) {
 	if _, err := os.Stat(mooncakeTrace); err != nil {
 		b.Skipf("shared trace not available: %v", err)
 	}
@@ -30,10 +37,11 @@ func BenchmarkMooncakeFleet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	preset.EngineType = engineType
 	fleet := make([]ReplicaSpec, 16)
 	for i := range fleet {
 		fleet[i] = ReplicaSpec{
-			Name:    fmt.Sprintf("default/vllm-%d", i),
+			Name:    fmt.Sprintf("default/%s-%d", engineType, i),
 			Address: fmt.Sprintf("10.0.%d.%d:8000", i/250, i%250+1),
 			Preset:  preset,
 		}
