@@ -46,6 +46,8 @@ sglang:
 		{"sglang: {chunked_prefill_size: -2}", "bad.yaml: sglang.chunked_prefill_size: must be a number of tokens, or -1"},
 		{"sglang: {schedule_policy: priority}", `bad.yaml: sglang.schedule_policy: "priority" is not modelled (have fcfs, lpm)`},
 		{"sglang: {schedule_policy: dfs-weight}", `bad.yaml: sglang.schedule_policy: "dfs-weight" is not modelled`},
+		{"sglang: {page_size: 0}", "bad.yaml: sglang.page_size: 0 is not a value SGLang accepts (leave the key out for the default)"},
+		{"sglang: {mem_fraction_static: 0}", "bad.yaml: sglang.mem_fraction_static: 0 is not a value SGLang accepts"},
 		{"sglang: {radix_eviction_policy: lfu}", `bad.yaml: sglang.radix_eviction_policy: "lfu" is not modelled (have lru, fifo, filo, mru)`},
 		{"sglang: {kv_cache_dtype: int4}", `bad.yaml: sglang.kv_cache_dtype: "int4": want auto or an fp8 type`},
 		{"sglang: {max_running_requests: -3}", "bad.yaml: sglang.max_running_requests: must be at least 1"},

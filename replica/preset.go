@@ -180,20 +180,35 @@ func engineGivenAsType(js []byte) bool {
 var zeroIsDefault = []string{"block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
 	"data_parallel_size", "gpu_memory_utilization", "num_gpu_blocks_override", "offload_pcie_gb_per_s"}
 
+// sglangZeroIsDefault lists the sglang block's keys whose zero value
+// SGLangFlags reads as "SGLang's default", which SGLang itself refuses or
+// reads otherwise: given as 0 they are an error (leave the key out for the
+// default). The boolean enable_mixed_chunk and the strings keep theirs.
+var sglangZeroIsDefault = []string{"mem_fraction_static", "page_size", "max_running_requests", "chunked_prefill_size",
+	"max_prefill_tokens", "max_total_tokens", "schedule_conservativeness", "context_length", "decode_log_interval"}
+
 // checkGivenZeros refuses a zero given for a zeroIsDefault key of the
-// engine block of a preset document (JSON).
+// engine block, or a sglangZeroIsDefault key of the sglang block, of a
+// preset document (JSON).
 func checkGivenZeros(js []byte) error {
 	var doc struct {
 		Engine map[string]json.RawMessage `json:"engine"`
+		SGLang map[string]json.RawMessage `json:"sglang"`
 	}
 	if json.Unmarshal(js, &doc) != nil {
 		return nil // decoded already: not an object, nothing to check
 	}
-	for _, k := range zeroIsDefault {
-		if v, ok := doc.Engine[k]; ok {
-			var f float64
-			if json.Unmarshal(v, &f) == nil && f == 0 {
-				return fmt.Errorf("engine.%s: 0 is not a value vLLM accepts (leave the key out for the default)", k)
+	for _, b := range []struct {
+		block, engine string
+		keys          []string
+		given         map[string]json.RawMessage
+	}{{"engine", "vLLM", zeroIsDefault, doc.Engine}, {"sglang", "SGLang", sglangZeroIsDefault, doc.SGLang}} {
+		for _, k := range b.keys {
+			if v, ok := b.given[k]; ok {
+				var f float64
+				if json.Unmarshal(v, &f) == nil && f == 0 {
+					return fmt.Errorf("%s.%s: 0 is not a value %s accepts (leave the key out for the default)", b.block, k, b.engine)
+				}
 			}
 		}
 	}

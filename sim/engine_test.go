@@ -239,3 +239,15 @@ func TestChainSize(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestSGLangRefusesDataParallel: vLLM's data_parallel_size on an SGLang
+// replica is refused, naming the replica (SGLang's DP is not modelled).
+func TestSGLangRefusesDataParallel(t *testing.T) {
+	fleet := testFleet(t, 1, 100)
+	fleet[0].Preset.EngineType = replica.EngineSGLang
+	fleet[0].Preset.Engine.DataParallelSize = 2
+	_, err := ExpandDataParallel(fleet)
+	if err == nil || !strings.HasPrefix(err.Error(), "replica default/r0: engine sglang: data_parallel_size 2") {
+		t.Errorf("got %v", err)
+	}
+}

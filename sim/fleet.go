@@ -134,6 +134,11 @@ func ExpandDataParallel(fleet []ReplicaSpec) ([]ReplicaSpec, error) {
 			out = append(out, r)
 			continue
 		}
+		if r.Preset.EngineTypeOf() == replica.EngineSGLang {
+			// data_parallel_size is a vLLM argument; SGLang's --dp and DP
+			// attention are not modelled (sglang-engine.md's scope).
+			return nil, fmt.Errorf("replica %s: engine sglang: data_parallel_size %d is vLLM's data parallelism; SGLang's (--dp, DP attention) is not modelled: give more replicas instead", r.Name, n)
+		}
 		host, port, err := net.SplitHostPort(r.Address)
 		if err != nil {
 			return nil, fmt.Errorf("replica %s: address %q: %w", r.Name, r.Address, err)
