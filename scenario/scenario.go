@@ -386,7 +386,11 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 		rc.Workload.Warmup = time.Duration(opts.Warmup).String()
 	}
 	for _, r := range spec.Fleet {
-		info := report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: r.Labels,
+		labels := r.Labels
+		if l, err := sim.EngineLabels(r); err == nil {
+			labels = l // as the EPP sees the endpoint: SGLang's engine-type label
+		}
+		info := report.ReplicaInfo{Name: r.Name, Address: r.Address, Labels: labels,
 			Preset: r.Preset.Name, Model: r.Preset.ModelRef, GPU: r.Preset.GPU.Name, TensorParallelSize: r.Preset.TensorParallelSize,
 			StepModel: r.Preset.StepModelID()}
 		// The run succeeded, so every replica's engine config resolved.

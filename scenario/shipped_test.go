@@ -167,3 +167,93 @@ func TestPDTopologyColocates(t *testing.T) {
 		t.Fatal("no request was disaggregated")
 	}
 }
+
+// TestShippedConfigsOnSGLang is issue #22's "done when" for SGLang: every
+// shipped config that applies runs on a fleet of SGLang replicas and on a
+// fleet that mixes them with vLLM ones (the embedded chat workload, 40
+// requests, every request ending completed or rejected). Those that do not
+// apply are refused as the docs say, naming an SGLang replica: the P/D and
+// E/P/D configs that split prefill from decode (P/D is modelled between
+// vLLM engines only; the E/PD one does not split them and runs) and the
+// data-parallel one, whose fleet needs vLLM's data_parallel_size.
+func TestShippedConfigsOnSGLang(t *testing.T) {
+	files := loadableShipped()
+	if len(files) == 0 {
+		t.Fatal("no shipped configs in testdata")
+	}
+	for _, f := range files {
+		file := filepath.Base(f)
+		for _, mixed := range []bool{false, true} {
+			name := file + "/sglang"
+			if mixed {
+				name = file + "/mixed"
+			}
+			t.Run(name, func(t *testing.T) {
+				p, err := replica.LookupPreset("llama-3.1-8b-h100")
+				if err != nil {
+					t.Fatal(err)
+				}
+				sg := p
+				sg.EngineType = replica.EngineSGLang
+				sg.SGLang = &replica.SGLangFlags{PageSize: 64} // a multiple of the precise configs' blocks
+				fleet := sim.UniformFleet(4, sg)
+				if mixed {
+					vllm := sim.UniformFleet(4, p)
+					for i := range vllm[2:] {
+						fleet[2+i] = vllm[2+i]
+					}
+				}
+				if strings.HasPrefix(file, "dp-") {
+					for i := range fleet {
+						fleet[i].Preset.Engine.DataParallelSize = 2
+					}
+					_, err := sim.ExpandDataParallel(fleet)
+					if err == nil || !strings.Contains(err.Error(), "engine sglang: data_parallel_size 2") {
+						t.Fatalf("data-parallel fleet: %v, want the SGLang refusal", err)
+					}
+					return
+				}
+				// Roles as shippedFleet labels them; of those configs the E/PD
+				// one does not split prefill from decode, so it runs.
+				roles := strings.HasPrefix(file, "pd-") || strings.HasPrefix(file, "sim-pd-") || strings.HasPrefix(file, "sim-e-")
+				pd := roles && file != "sim-e-pd-epp-config.yaml"
+				if roles {
+					for i := range fleet {
+						role := "decode"
+						if i%2 == 0 {
+							role = "prefill"
+						}
+						fleet[i].Labels = map[string]string{sim.RoleLabel: role}
+					}
+				}
+				spec := &Spec{Version: "test", Trace: "builtin:chat", Workload: workload.Options{Seed: 1},
+					Fleet: fleet, Env: sim.Options{Seed: 1, MaxRequests: 40}}
+				s, err := Run(spec, ForSource(f), Hooks{})
+				if pd {
+					if err == nil || !strings.Contains(err.Error(), "engine sglang: P/D disaggregation is modelled for vLLM only") {
+						t.Fatalf("P/D config: %v, want the SGLang refusal", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Requests.Total != 40 || s.Requests.Complete+s.Requests.Rejected != s.Requests.Total {
+					t.Errorf("requests %+v", s.Requests)
+				}
+				sglangs := 0
+				for _, r := range s.Config.Fleet {
+					if r.EngineType == replica.EngineSGLang {
+						sglangs++
+						if r.SGLang == nil || r.Engine != nil || r.Labels[sim.EngineTypeLabel] != "sglang" {
+							t.Errorf("%s: config %+v", r.Name, r)
+						}
+					}
+				}
+				if want := map[bool]int{false: 4, true: 2}[mixed]; sglangs != want {
+					t.Errorf("%d SGLang replicas in the run config, want %d", sglangs, want)
+				}
+			})
+		}
+	}
+}

@@ -264,11 +264,11 @@ func chainBlockSize(fleet []ReplicaSpec) (int, error) {
 	return DefaultChainBlockSize, nil
 }
 
-// engineLabels are the labels of spec's endpoint: its own, with
+// EngineLabels are the labels of spec's endpoint: its own, with
 // EngineTypeLabel added for an SGLang replica. A label that names another
 // engine than the replica runs is refused (the EPP would read the pod's
 // metrics by the wrong engine's names).
-func engineLabels(spec ReplicaSpec) (map[string]string, error) {
+func EngineLabels(spec ReplicaSpec) (map[string]string, error) {
 	t := spec.Preset.EngineTypeOf()
 	have, ok := spec.Labels[EngineTypeLabel]
 	switch {
@@ -291,7 +291,7 @@ func engineLabels(spec ReplicaSpec) (map[string]string, error) {
 // that contradicts a replica's engine.
 func LabelEngines(fleet []ReplicaSpec) error {
 	for i := range fleet {
-		l, err := engineLabels(fleet[i])
+		l, err := EngineLabels(fleet[i])
 		if err != nil {
 			return err
 		}

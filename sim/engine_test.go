@@ -105,7 +105,7 @@ func TestRunMixedFleet(t *testing.T) {
 			t.Errorf("request %d: replica %d cached %d oracle %d bound %d, want %+v", i, r.Replica, r.CachedTokens, r.OracleCachedTokens, r.InfiniteCachedTokens, w)
 		}
 	}
-	if l, err := engineLabels(fleet[1]); err != nil || l[EngineTypeLabel] != replica.EngineSGLang {
+	if l, err := EngineLabels(fleet[1]); err != nil || l[EngineTypeLabel] != replica.EngineSGLang {
 		t.Errorf("SGLang endpoint labels %v (%v)", l, err)
 	}
 }
@@ -183,11 +183,11 @@ func TestChainBlockSize(t *testing.T) {
 func TestEngineLabels(t *testing.T) {
 	spec := testFleet(t, 1, 100)[0]
 	spec.Labels = map[string]string{RoleLabel: "decode"}
-	if l, err := engineLabels(spec); err != nil || !reflect.DeepEqual(l, map[string]string{RoleLabel: "decode"}) {
+	if l, err := EngineLabels(spec); err != nil || !reflect.DeepEqual(l, map[string]string{RoleLabel: "decode"}) {
 		t.Errorf("vllm: %v, %v", l, err)
 	}
 	spec.Preset.EngineType = replica.EngineSGLang
-	l, err := engineLabels(spec)
+	l, err := EngineLabels(spec)
 	if want := map[string]string{RoleLabel: "decode", EngineTypeLabel: "sglang"}; err != nil || !reflect.DeepEqual(l, want) {
 		t.Errorf("sglang: %v, %v; want %v", l, err, want)
 	}
@@ -195,11 +195,11 @@ func TestEngineLabels(t *testing.T) {
 		t.Errorf("the spec's labels changed: %v", spec.Labels)
 	}
 	spec.Labels = nil
-	if l, err := engineLabels(spec); err != nil || !reflect.DeepEqual(l, map[string]string{EngineTypeLabel: "sglang"}) {
+	if l, err := EngineLabels(spec); err != nil || !reflect.DeepEqual(l, map[string]string{EngineTypeLabel: "sglang"}) {
 		t.Errorf("sglang without labels: %v, %v", l, err)
 	}
 	spec.Labels = map[string]string{EngineTypeLabel: "vllm"}
-	if _, err := engineLabels(spec); err == nil || err.Error() != `replica default/r0: label llm-d.ai/engine-type "vllm", but the replica's engine is sglang` {
+	if _, err := EngineLabels(spec); err == nil || err.Error() != `replica default/r0: label llm-d.ai/engine-type "vllm", but the replica's engine is sglang` {
 		t.Errorf("contradicting label: %v", err)
 	}
 	fleet := testFleet(t, 2, 100)

@@ -266,7 +266,7 @@ func ParseFleetWith(data []byte, name, dir string, opts FleetOptions) ([]Replica
 				Labels:  maps.Clone(g.Labels),
 				Preset:  p,
 			}
-			if spec.Labels, err = engineLabels(spec); err != nil {
+			if spec.Labels, err = EngineLabels(spec); err != nil {
 				return nil, fmt.Errorf("%s: labels: %w", where, err)
 			}
 			out = append(out, spec)

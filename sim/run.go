@@ -565,7 +565,7 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		if sg, ok := eng.(*sglang.Engine); ok {
 			chain.addPage(sg.Config().PageSize)
 		}
-		labels, err := engineLabels(spec)
+		labels, err := EngineLabels(spec)
 		if err != nil {
 			return nil, &FleetError{err}
 		}
