@@ -570,15 +570,7 @@ func replicaRate(fleet []sim.ReplicaSpec, prompt, output float64) float64 {
 	}
 	var sum float64
 	for _, r := range engines {
-		cfg, err := r.Preset.EngineConfig()
-		if err != nil {
-			return 0
-		}
-		m, err := r.Preset.Model()
-		if err != nil {
-			return 0
-		}
-		k, err := replica.SustainableRate(cfg, m, replica.Mix{PromptTokens: prompt, OutputTokens: max(output, 1)})
+		k, err := sim.SustainableRate(r, replica.Mix{PromptTokens: prompt, OutputTokens: max(output, 1)})
 		if err != nil || !(k.MaxRate > 0) {
 			return 0
 		}

@@ -51,20 +51,13 @@ func kneeOf(fleet []sim.ReplicaSpec, s *report.Summary) (*report.Knee, error) {
 	// GPU, step model and limits) share one estimate.
 	known := map[string]replica.Knee{}
 	for _, r := range engines {
-		p := r.Preset
-		cfg, err := p.EngineConfig()
+		key, err := sim.KneeKey(r)
 		if err != nil {
 			return nil, fmt.Errorf("knee of %s: %w", r.Name, err)
 		}
-		key := fmt.Sprintf("%p|%+v|%s|%+v|%+v|%d|%d|%d|%d|%d|%d", p.Arch, p.GPU, p.StepModelID(), p.Roofline, p.Linear,
-			p.TensorParallelSize, p.ExpertShards, cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens, cfg.NumGPUBlocks, cfg.BlockSize)
 		kn, ok := known[key]
 		if !ok {
-			m, err := p.Model()
-			if err != nil {
-				return nil, fmt.Errorf("knee of %s: %w", r.Name, err)
-			}
-			if kn, err = replica.SustainableRate(cfg, m, mix); err != nil {
+			if kn, err = sim.SustainableRate(r, mix); err != nil {
 				return nil, nil // a mix the estimate cannot take (e.g. outputs of under one token)
 			}
 			known[key] = kn

@@ -126,6 +126,48 @@ func CheckEngine(spec ReplicaSpec) error {
 	return err
 }
 
+// SustainableRate is spec's engine's knee for mix (docs/latency.md "The
+// knee"): replica.SustainableRate for a vLLM replica,
+// sglang.SustainableRate for an SGLang one.
+func SustainableRate(spec ReplicaSpec, mix replica.Mix) (replica.Knee, error) {
+	m, err := spec.Preset.Model()
+	if err != nil {
+		return replica.Knee{}, fmt.Errorf("replica %s: %w", spec.Name, err)
+	}
+	if spec.Preset.EngineTypeOf() == replica.EngineSGLang {
+		cfg, err := SGLangConfig(spec)
+		if err != nil {
+			return replica.Knee{}, err
+		}
+		return sglang.SustainableRate(cfg, m, mix)
+	}
+	cfg, err := spec.Preset.EngineConfig()
+	if err != nil {
+		return replica.Knee{}, fmt.Errorf("replica %s: %w", spec.Name, err)
+	}
+	return replica.SustainableRate(cfg, m, mix)
+}
+
+// KneeKey identifies what SustainableRate reads of spec: replicas with
+// equal keys have equal knees for every mix (a uniform fleet, a group's
+// replicas), so one estimate serves them all.
+func KneeKey(spec ReplicaSpec) (string, error) {
+	p := spec.Preset
+	model := fmt.Sprintf("%p|%+v|%s|%+v|%+v|%d|%d", p.Arch, p.GPU, p.StepModelID(), p.Roofline, p.Linear, p.TensorParallelSize, p.ExpertShards)
+	if p.EngineTypeOf() == replica.EngineSGLang {
+		cfg, err := SGLangConfig(spec)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("sglang|%s|%d|%d|%d|%d|%d", model, cfg.MaxRunningRequests, cfg.MaxTotalNumTokens, cfg.PageSize, cfg.ChunkedPrefillSize, cfg.MaxPrefillTokens), nil
+	}
+	cfg, err := p.EngineConfig()
+	if err != nil {
+		return "", fmt.Errorf("replica %s: %w", spec.Name, err)
+	}
+	return fmt.Sprintf("vllm|%s|%d|%d|%d|%d", model, cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens, cfg.NumGPUBlocks, cfg.BlockSize), nil
+}
+
 // SGLangConfig resolves spec's SGLang engine configuration: its preset's
 // model, GPU and TP with its sglang block (sglang.ConfigFor). Errors name
 // the replica.
