@@ -84,8 +84,10 @@ type RequestParser interface {
 }
 
 // Claim is how a parser relates to a request: upstream parsers claim path
-// suffixes; the first configured parser claiming a request's path parses
-// it, and one that claims no paths is the fallback for unclaimed requests.
+// suffixes; of the configured parsers claiming a request's path, the one
+// with the longest claimed suffix parses it (the first configured on a
+// tie; see SuffixClaimer), and one that claims no paths is the fallback for
+// unclaimed requests.
 type Claim uint8
 
 // Claims.
@@ -94,6 +96,19 @@ const (
 	ClaimPath                  // claims the request's path
 	ClaimFallback              // claims no paths: parses what no other parser claims
 )
+
+// A SuffixClaimer is a RequestParser that tells how long the path suffix is
+// by which it claims a request (meaningful when Claim is ClaimPath).
+// Upstream resolves a path claimed by several parsers to the longest
+// matching suffix whatever the configured order (pkg/epp/handlers/
+// parsers.go, Resolve; a strictly longer suffix replaces the match, so the
+// first configured wins a tie): with both vllmhttp-parser
+// ("inference/v1/generate") and sglanghttp-parser ("generate") configured,
+// /inference/v1/generate goes to vllmhttp-parser. A parser that is not a
+// SuffixClaimer claims with length 0.
+type SuffixClaimer interface {
+	ClaimedSuffixLen(req *Request) int
+}
 
 // PreRequestHook runs after scheduling, before the request is sent to its
 // target (spec §2.1 step 12).

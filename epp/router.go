@@ -206,11 +206,12 @@ func (r *Router) Candidates() []*Endpoint {
 	return eps
 }
 
-// Parse runs the request parser that handles req (spec §2.1 step 0): the
-// first parser claiming it, else the first fallback parser. A parser's
-// error comes back as a *BadRequestError. With no parser for req (none
-// configured, or none claims it and there is no fallback) the body is not
-// checked.
+// Parse runs the request parser that handles req (spec §2.1 step 0): of
+// the parsers claiming it, the one with the longest claimed suffix
+// (SuffixClaimer; the first configured on a tie), else the first fallback
+// parser. A parser's error comes back as a *BadRequestError. With no parser
+// for req (none configured, or none claims it and there is no fallback)
+// the body is not checked.
 func (r *Router) Parse(req *Request) error {
 	if req.parsed {
 		return nil
@@ -221,16 +222,26 @@ func (r *Router) Parse(req *Request) error {
 }
 
 func (r *Router) parse(req *Request) error {
-	var fallback RequestParser
+	var fallback, best RequestParser
+	bestLen := -1
 	for _, p := range r.Parsers {
 		switch p.Claim(req) {
 		case ClaimPath:
-			return parseWith(p, req)
+			n := 0
+			if sc, ok := p.(SuffixClaimer); ok {
+				n = sc.ClaimedSuffixLen(req)
+			}
+			if n > bestLen {
+				best, bestLen = p, n
+			}
 		case ClaimFallback:
 			if fallback == nil {
 				fallback = p
 			}
 		}
+	}
+	if best != nil {
+		return parseWith(best, req)
 	}
 	if fallback != nil {
 		return parseWith(fallback, req)

@@ -229,6 +229,13 @@ type Request struct {
 	// spec §5.1). It may be shared with other requests' routers (Memo):
 	// never change it, replace it.
 	Tokenized *TokenizedRequest
+	// Generate is the pre-tokenized prompt a parser decoded from a native
+	// generate body into typed fields (sglanghttp-parser: upstream's
+	// InferenceRequestBody.Generate), which the producers then read instead
+	// of the body. nil for every other request: their producers decode the
+	// body by its path. It may be shared with other requests' routers (Memo):
+	// never change it.
+	Generate *GenerateRequest
 	// Memo, when set, holds what routers derive from this request's body
 	// alone (the parser's verdict, the estimate tokens, the approximate
 	// prefix hashes), shared by the routers of every simulation that
@@ -253,6 +260,18 @@ func (r *Request) Get(key DataKey) (any, bool) { return r.attrs.get(key) }
 // Put stores request-scoped data (e.g. a producer's state between Produce
 // and PreRequest).
 func (r *Request) Put(key DataKey, v any) { r.attrs.put(key, v) }
+
+// GenerateRequest is a pre-tokenized generate request as a parser decoded
+// it (upstream requesthandling.GenerateRequest and the body's
+// MaxOutputTokens).
+type GenerateRequest struct {
+	TokenIDs  []uint32
+	CacheSalt string
+	// MaxOutputTokens is the client's output cap; nil when the body sets
+	// none (or a negative one).
+	MaxOutputTokens *int64
+	Stream          bool
+}
 
 // TokenizedRequest is the token producer's output (spec §5.1–5.2).
 type TokenizedRequest struct {

@@ -352,6 +352,7 @@ const (
 	TypeVLLMHTTPParser        = "vllmhttp-parser"
 	TypePassthroughParser     = "passthrough-parser"
 	TypeVLLMGRPCParser        = "vllmgrpc-parser"
+	TypeSGLangHTTPParser      = "sglanghttp-parser"
 	TypeUtilizationDetector   = "utilization-detector"
 	TypeConcurrencyDetector   = "concurrency-detector"
 	TypeMetricsDataSource     = "metrics-data-source"
@@ -389,7 +390,7 @@ func isParser(p epp.Plugin) bool {
 		return true
 	}
 	switch p.Type() {
-	case TypeOpenAIParser, TypeAnthropicParser, TypeVLLMHTTPParser, TypePassthroughParser, TypeVLLMGRPCParser:
+	case TypeOpenAIParser, TypeAnthropicParser, TypeVLLMHTTPParser, TypePassthroughParser, TypeVLLMGRPCParser, TypeSGLangHTTPParser:
 		return true
 	}
 	return false

@@ -30,7 +30,7 @@ var specTypes = []string{
 	"inflight-load-producer", "predicted-latency-producer", "mm-embeddings-cache-producer", "session-id-producer", "p2p-source-producer",
 	"metrics-data-source", "core-metrics-extractor", "endpoint-notification-source", "k8s-notification-source",
 	"models-data-source", "models-data-extractor", "dcgm-data-source", "dcgm-extractor", "topology-extractor",
-	"openai-parser", "anthropic-parser", "vllmhttp-parser", "passthrough-parser", "vllmgrpc-parser",
+	"openai-parser", "anthropic-parser", "vllmhttp-parser", "passthrough-parser", "vllmgrpc-parser", "sglanghttp-parser",
 	"fcfs-ordering-policy", "global-strict-fairness-policy", "static-usage-limit-policy",
 	"probabilistic-admitter", "program-aware-fairness", "soft-reflective-ceiling-policy",
 }

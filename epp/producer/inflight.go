@@ -154,9 +154,12 @@ func (f *InFlightLoad) uncached(e *epp.Endpoint, input int64) int64 {
 }
 
 // estimatedOutput is min(round(input·ratio), client cap if > 0, operator cap).
+// A cap a parser decoded (sglanghttp-parser's max_new_tokens) applies from
+// 0, as upstream applies Body.MaxOutputTokens when it is set and ≥ 0
+// (inflightload/token_estimator.go, EstimateOutput).
 func (f *InFlightLoad) estimatedOutput(req *epp.Request, input int64) int64 {
 	est := int64(math.Round(float64(input) * f.outputRatio))
-	if c := clientMaxTokens(req); c > 0 && c < est {
+	if c, ok := clientMaxTokens(req); ok && c < est {
 		est = c
 	}
 	if f.maxOutput != nil && *f.maxOutput < est {
@@ -165,13 +168,26 @@ func (f *InFlightLoad) estimatedOutput(req *epp.Request, input int64) int64 {
 	return est
 }
 
-// clientMaxTokens reads the body's output cap (max_completion_tokens, else
-// max_tokens, else max_output_tokens; 0 when none).
-func clientMaxTokens(req *epp.Request) int64 {
-	if req == nil || len(req.Body) == 0 {
-		return 0
+// clientMaxTokens reads the client's output cap: for a request whose
+// parser decoded a generate body (sglanghttp-parser), that body's cap
+// (sampling_params.max_new_tokens), ok when set; otherwise the body's
+// max_completion_tokens, else max_tokens, else max_output_tokens, ok when
+// > 0.
+func clientMaxTokens(req *epp.Request) (int64, bool) {
+	if req == nil {
+		return 0, false
 	}
-	return prefixhash.MaxOutputTokens(req.Body)
+	if req.Generate != nil {
+		if m := req.Generate.MaxOutputTokens; m != nil {
+			return *m, true
+		}
+		return 0, false
+	}
+	if len(req.Body) == 0 {
+		return 0, false
+	}
+	c := prefixhash.MaxOutputTokens(req.Body)
+	return c, c > 0
 }
 
 // outputFor is the request's estimated output tokens (0 unless

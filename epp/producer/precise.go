@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/eppsim/eppsim/epp"
-	"github.com/eppsim/eppsim/epp/prefixhash"
 	"github.com/eppsim/eppsim/epp/producer/precise"
 )
 
@@ -394,7 +393,7 @@ func (s *PrecisePrefixScorer) Consumes() []epp.Dependency {
 func (s *PrecisePrefixScorer) Produce(c *epp.Cycle, req *epp.Request, eps []*epp.Endpoint) error {
 	tr := req.Tokenized
 	if tr == nil && len(req.ServerPromptTokens) > 0 {
-		tr = &epp.TokenizedRequest{Prompts: [][]uint32{req.ServerPromptTokens}, CacheSalt: prefixhash.CacheSalt(req.Body)}
+		tr = &epp.TokenizedRequest{Prompts: [][]uint32{req.ServerPromptTokens}, CacheSalt: cacheSalt(req)}
 	}
 	return s.produce(c, req, tr, eps)
 }
@@ -419,7 +418,7 @@ func (s *PrecisePrefixScorer) Prepare(req *epp.Request) {
 		if len(req.ServerPromptTokens) == 0 {
 			return
 		}
-		tr = &epp.TokenizedRequest{Prompts: [][]uint32{req.ServerPromptTokens}, CacheSalt: prefixhash.CacheSalt(req.Body)}
+		tr = &epp.TokenizedRequest{Prompts: [][]uint32{req.ServerPromptTokens}, CacheSalt: cacheSalt(req)}
 	}
 	s.ix.RequestKeysShared(req.Memo, req.TargetModel, tr)
 }

@@ -162,14 +162,18 @@ func (t *TokenProducer) produce(req *epp.Request) error {
 		if req.Tokenized.CacheSalt == "" {
 			// Tokenized may be shared (epp.Request.Tokenized): replace it.
 			tr := *req.Tokenized
-			tr.CacheSalt = prefixhash.CacheSalt(req.Body)
+			tr.CacheSalt = cacheSalt(req)
 			req.Tokenized = &tr
 		}
 		return nil
 	}
 	var tr *epp.TokenizedRequest
-	switch t.backend {
-	case BackendEstimate:
+	switch {
+	case req.Generate != nil:
+		// Every backend passes a parser's pre-tokenized prompt through
+		// (upstream tokenizer/estimate.go and backend.go, Generate).
+		tr = prefixhash.GeneratedTokens(req.Memo, req.Generate)
+	case t.backend == BackendEstimate:
 		var err error
 		tr, err = t.est.TokenizeShared(req.Memo, req.Path, req.Body)
 		if err != nil {
@@ -181,7 +185,7 @@ func (t *TokenProducer) produce(req *epp.Request) error {
 		}
 		tr = &epp.TokenizedRequest{
 			Prompts:    [][]uint32{req.ServerPromptTokens},
-			CacheSalt:  prefixhash.CacheSalt(req.Body),
+			CacheSalt:  cacheSalt(req),
 			FromServer: true,
 		}
 	}
@@ -190,4 +194,15 @@ func (t *TokenProducer) produce(req *epp.Request) error {
 	}
 	req.Tokenized = tr
 	return nil
+}
+
+// cacheSalt is the request's cache salt as upstream's CacheSaltFromBody
+// reads it (dataproducer/tokenizer/backend.go): the parser's decoded
+// generate request's when there is one (sglanghttp-parser: extra_key),
+// else the body's cache_salt.
+func cacheSalt(req *epp.Request) string {
+	if req.Generate != nil {
+		return req.Generate.CacheSalt
+	}
+	return prefixhash.CacheSalt(req.Body)
 }
