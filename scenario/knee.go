@@ -52,12 +52,12 @@ func kneeOf(fleet []sim.ReplicaSpec, s *report.Summary) (*report.Knee, error) {
 	known := map[string]replica.Knee{}
 	for _, r := range engines {
 		p := r.Preset
-		cfg, err := p.EngineConfig()
+		cfg, err := kneeConfig(r)
 		if err != nil {
 			return nil, fmt.Errorf("knee of %s: %w", r.Name, err)
 		}
-		key := fmt.Sprintf("%p|%+v|%s|%+v|%+v|%d|%d|%d|%d|%d|%d", p.Arch, p.GPU, p.StepModelID(), p.Roofline, p.Linear,
-			p.TensorParallelSize, p.ExpertShards, cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens, cfg.NumGPUBlocks, cfg.BlockSize)
+		key := fmt.Sprintf("%p|%+v|%s|%+v|%+v|%d|%d|%s|%d|%d|%d|%d", p.Arch, p.GPU, p.StepModelID(), p.Roofline, p.Linear,
+			p.TensorParallelSize, p.ExpertShards, p.EngineTypeOf(), cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens, cfg.NumGPUBlocks, cfg.BlockSize)
 		kn, ok := known[key]
 		if !ok {
 			m, err := p.Model()
@@ -66,6 +66,9 @@ func kneeOf(fleet []sim.ReplicaSpec, s *report.Summary) (*report.Knee, error) {
 			}
 			if kn, err = replica.SustainableRate(cfg, m, mix); err != nil {
 				return nil, nil // a mix the estimate cannot take (e.g. outputs of under one token)
+			}
+			if p.EngineTypeOf() == replica.EngineSGLang {
+				kn.Binding = sglangLimits[kn.Binding]
 			}
 			known[key] = kn
 		}
@@ -78,6 +81,45 @@ func kneeOf(fleet []sim.ReplicaSpec, s *report.Summary) (*report.Knee, error) {
 	k.MaxRequestsPerS = report.Num(sum)
 	k.Utilization = report.Num(offered / sum)
 	return k, nil
+}
+
+// kneeConfig is the limits of r's engine that replica.SustainableRate
+// takes: a vLLM engine's resolved configuration, or an SGLang engine's
+// (sim.SGLangConfig) in the same terms: --max-running-requests as the
+// decode slots, the token pool (max_total_num_tokens) as blocks of one
+// page plus the null block the estimate leaves out, and the prefill tokens
+// a step may take (--chunked-prefill-size, at most --max-prefill-tokens)
+// as the step's token budget. The estimate charges the running decodes to
+// that budget, as vLLM's scheduler and SGLang's with --enable-mixed-chunk
+// do; SGLang without it runs its prefills in steps of their own, which the
+// steady state folds into the decode steps (docs/latency.md, "The knee").
+func kneeConfig(r sim.ReplicaSpec) (replica.Config, error) {
+	if r.Preset.EngineTypeOf() != replica.EngineSGLang {
+		return r.Preset.EngineConfig()
+	}
+	sc, err := sim.SGLangConfig(r)
+	if err != nil {
+		return replica.Config{}, err
+	}
+	budget := sc.MaxPrefillTokens
+	if sc.ChunkedPrefillSize > 0 {
+		budget = min(budget, sc.ChunkedPrefillSize)
+	}
+	return replica.Config{
+		MaxNumSeqs:          sc.MaxRunningRequests,
+		MaxNumBatchedTokens: budget,
+		NumGPUBlocks:        sc.MaxTotalNumTokens/sc.PageSize + 1,
+		BlockSize:           sc.PageSize,
+	}, nil
+}
+
+// sglangLimits names the limits of SustainableRate by SGLang's flags, for
+// an SGLang engine's knee.
+var sglangLimits = map[string]string{
+	replica.LimitMaxNumSeqs:          "max_running_requests",
+	replica.LimitKVBlocks:            "max_total_tokens",
+	replica.LimitMaxNumBatchedTokens: "chunked_prefill_size",
+	replica.LimitCompute:             replica.LimitCompute,
 }
 
 // calibrationOf is the calibration of the fleet's first calibrated

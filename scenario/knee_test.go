@@ -6,6 +6,7 @@ import (
 
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/report"
+	"github.com/eppsim/eppsim/sim"
 )
 
 // TestRunKnee: a run's knee is every replica's sustainable rate for the
@@ -109,5 +110,52 @@ func TestWidenIntervals(t *testing.T) {
 	}
 	if len(iv.Scales) != 2 || iv.Scales[0] != 0.9 || iv.Scales[1] != 1.1 {
 		t.Errorf("scales %v", iv.Scales)
+	}
+}
+
+// TestKneeConfigSGLang: an SGLang replica's knee takes its own limits in
+// SustainableRate's terms — max_running_requests as the slots, the token
+// pool as blocks of one page plus the null block the estimate leaves out,
+// the step's prefill budget (chunked_prefill_size, at most
+// max_prefill_tokens; max_prefill_tokens alone with chunking off) — not
+// the vLLM engine arguments the preset also holds. The pools are capped
+// with max_total_tokens well under what an 8B model leaves on an H100, so
+// the cap is the pool: 160,000 tokens in pages of 16 are 10,000 blocks.
+func TestKneeConfigSGLang(t *testing.T) {
+	base, err := replica.LookupPreset("llama-3.1-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vllm, err := base.EngineConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		flags replica.SGLangFlags
+		want  replica.Config
+	}{
+		{"chunked", replica.SGLangFlags{MaxRunningRequests: 64, PageSize: 16, ChunkedPrefillSize: 2048, MaxTotalTokens: 160_000},
+			replica.Config{MaxNumSeqs: 64, MaxNumBatchedTokens: 2048, NumGPUBlocks: 10_001, BlockSize: 16}},
+		{"chunk above the prefill cap", replica.SGLangFlags{MaxRunningRequests: 32, ChunkedPrefillSize: 8192, MaxPrefillTokens: 4096, MaxTotalTokens: 100_000},
+			replica.Config{MaxNumSeqs: 32, MaxNumBatchedTokens: 4096, NumGPUBlocks: 100_001, BlockSize: 1}},
+		{"chunking off", replica.SGLangFlags{MaxRunningRequests: 200, ChunkedPrefillSize: -1, MaxTotalTokens: 50_000},
+			replica.Config{MaxNumSeqs: 200, MaxNumBatchedTokens: 16384, NumGPUBlocks: 50_001, BlockSize: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := base
+			p.EngineType, p.SGLang = replica.EngineSGLang, &c.flags
+			got, err := kneeConfig(sim.ReplicaSpec{Name: "s", Preset: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+	got, err := kneeConfig(sim.ReplicaSpec{Name: "v", Preset: base})
+	if err != nil || got.MaxNumSeqs != vllm.MaxNumSeqs || got.NumGPUBlocks != vllm.NumGPUBlocks {
+		t.Errorf("vLLM replica: %+v, %v; want its engine config %+v", got, err, vllm)
 	}
 }
