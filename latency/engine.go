@@ -14,6 +14,7 @@ import (
 
 	"github.com/eppsim/eppsim/arch"
 	"github.com/eppsim/eppsim/internal/suggest"
+	"github.com/eppsim/eppsim/replica"
 )
 
 // EngineFile is the name of the engine file LoadInputs looks for in a
@@ -22,9 +23,11 @@ const EngineFile = "engine.yaml"
 
 // EngineSpec is the serving side of a run recorded with inference-perf,
 // which its results directory does not hold: the model, the GPU, the
-// parallelism and vLLM's engine arguments. It is read from a small YAML
-// file in vLLM's argument names (ParseEngine; docs/latency.md, "Your own
-// runs"). Zero fields take vLLM's defaults.
+// parallelism and vLLM's engine arguments, or for an SGLang run SGLang's
+// server flags. It is read from a small YAML file in vLLM's argument
+// names, with SGLang's flags in an sglang block (ParseEngine;
+// docs/latency.md, "Your own runs"). Zero fields take the engine's
+// defaults.
 type EngineSpec struct {
 	// File is the file it was read from, for errors ("" when built in
 	// code).
@@ -56,13 +59,25 @@ type EngineSpec struct {
 	// engines' request counts reached vLLM's data-parallel load balancer
 	// (nil: true); see Engine.DPLBEngineCounts.
 	DPLBEngineCounts *bool
+	// EngineType is engine-type: "vllm" ("" too) or "sglang".
+	EngineType string
+	// SGLang is an SGLang run's sglang block (nil: SGLang's defaults).
+	SGLang *replica.SGLangFlags
 }
 
 // engineKeys are the keys of an engine file, in the order the help lists
 // them; "-" and "_" are interchangeable, as in vLLM's arguments.
 var engineKeys = []string{"id", "model", "gpu", "tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size",
 	"max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size", "gpu_memory_utilization",
-	"enable_prefix_caching", "num_gpu_blocks_override", "total_gpu_kv_blocks", "dp_lb_engine_counts"}
+	"enable_prefix_caching", "num_gpu_blocks_override", "total_gpu_kv_blocks", "dp_lb_engine_counts",
+	"engine_type", "sglang"}
+
+// sglangKeys are the keys of an engine file's sglang block: SGLang's
+// server flags (replica.SGLangFlags), "-" or "_" as on SGLang's command
+// line.
+var sglangKeys = []string{"mem_fraction_static", "page_size", "max_running_requests", "chunked_prefill_size",
+	"max_prefill_tokens", "max_total_tokens", "schedule_policy", "schedule_conservativeness", "enable_mixed_chunk",
+	"context_length", "radix_eviction_policy", "decode_log_interval", "kv_cache_dtype"}
 
 // maxEngineBytes bounds an engine file.
 const maxEngineBytes = 1 << 20
@@ -168,6 +183,14 @@ func ParseEngine(data []byte, name, dir string) (*EngineSpec, error) {
 			if b, err = p.boolean(v, key); err == nil {
 				e.EnablePrefixCaching = &b
 			}
+		case "engine_type":
+			if e.EngineType, err = p.str(v, key); err == nil {
+				if cerr := replica.CheckEngineType(e.EngineType); cerr != nil {
+					err = p.errf(v, key, "%w", cerr)
+				}
+			}
+		case "sglang":
+			e.SGLang, err = p.sglang(v, key)
 		case "num_gpu_blocks_override", "total_gpu_kv_blocks":
 			var n int
 			if n, err = p.integer(v, key, 2); err == nil {
@@ -211,7 +234,115 @@ func ParseEngine(data []byte, name, dir string) (*EngineSpec, error) {
 	if e.DataParallelSize == 0 {
 		e.DataParallelSize = 1
 	}
+	if err := p.checkEngineType(e, root, seen); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// checkEngineType refuses vLLM's engine arguments in an SGLang run's file
+// (vllmOnly names what to give instead; data-parallel-size 1 is allowed)
+// and an sglang block in a vLLM run's.
+func (p engineParser) checkEngineType(e *EngineSpec, root *yaml.Node, seen map[string]*yaml.Node) error {
+	if e.EngineType != replica.EngineSGLang {
+		if kn := seen["sglang"]; kn != nil {
+			return p.errf(kn, kn.Value, "SGLang's server flags, but the run's engine is vLLM (add engine-type: sglang for an SGLang run)")
+		}
+		return nil
+	}
+	// In the file's order, so that the first offending line is named.
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		kn := root.Content[i]
+		norm := strings.ReplaceAll(kn.Value, "-", "_")
+		if norm == "data_parallel_size" && e.DataParallelSize == 1 {
+			continue
+		}
+		if _, vllm := vllmOnly[norm]; vllm {
+			return p.errf(kn, "", "%w", vllmOnlyError(norm, kn.Value))
+		}
+	}
+	return nil
+}
+
+// sglang reads an sglang block: a mapping of SGLang's server flags
+// (sglangKeys). Numbers must be whole where SGLang's are and may not be 0
+// (leave the flag out for SGLang's default); each flag is checked as it
+// is read (replica.SGLangFlags.Validate), so that an error names its line.
+func (p engineParser) sglang(n *yaml.Node, key string) (*replica.SGLangFlags, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, key, "expected a mapping of SGLang's server flags (%s), got %s", strings.Join(sglangKeys, ", "), describeYAML(n))
+	}
+	f := &replica.SGLangFlags{}
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, v := n.Content[i], n.Content[i+1]
+		if kn.Kind != yaml.ScalarNode || kn.ShortTag() != "!!str" {
+			return nil, p.errf(kn, key, "keys must be plain strings")
+		}
+		norm := strings.ReplaceAll(kn.Value, "-", "_")
+		name := key + "." + kn.Value
+		if prev := seen[norm]; prev != nil {
+			return nil, p.errf(kn, name, "given twice (also line %d)", prev.Line)
+		}
+		seen[norm] = kn
+		if v.Kind == yaml.AliasNode {
+			return nil, p.errf(v, name, "aliases are not supported")
+		}
+		var err error
+		switch norm {
+		case "mem_fraction_static":
+			f.MemFractionStatic, err = p.positive(v, name)
+		case "schedule_conservativeness":
+			f.ScheduleConservativeness, err = p.positive(v, name)
+		case "page_size":
+			f.PageSize, err = p.integer(v, name, 1)
+		case "max_running_requests":
+			f.MaxRunningRequests, err = p.integer(v, name, 1)
+		case "chunked_prefill_size":
+			if f.ChunkedPrefillSize, err = p.integer(v, name, -1); err == nil && f.ChunkedPrefillSize == 0 {
+				err = p.errf(v, name, "0: give a number of tokens, or -1 to turn chunked prefill off")
+			}
+		case "max_prefill_tokens":
+			f.MaxPrefillTokens, err = p.integer(v, name, 1)
+		case "max_total_tokens":
+			f.MaxTotalTokens, err = p.integer(v, name, 1)
+		case "context_length":
+			f.ContextLength, err = p.integer(v, name, 1)
+		case "decode_log_interval":
+			f.DecodeLogInterval, err = p.integer(v, name, 1)
+		case "enable_mixed_chunk":
+			f.EnableMixedChunk, err = p.boolean(v, name)
+		case "schedule_policy":
+			f.SchedulePolicy, err = p.str(v, name)
+		case "radix_eviction_policy":
+			f.RadixEvictionPolicy, err = p.str(v, name)
+		case "kv_cache_dtype":
+			f.KVCacheDtype, err = p.str(v, name)
+		default:
+			msg := "unknown SGLang flag"
+			if s := suggest.Closest(norm, sglangKeys, 3); s != "" {
+				msg += fmt.Sprintf("; did you mean %s?", s)
+			}
+			return nil, p.errf(kn, name, "%s (the sglang block takes %s)", msg, strings.Join(sglangKeys, ", "))
+		}
+		if err != nil {
+			return nil, err
+		}
+		// The flags read before were valid: an error is this one's.
+		if verr := f.Validate(); verr != nil {
+			return nil, p.errf(v, "", "%w", verr)
+		}
+	}
+	return f, nil
+}
+
+// positive is a number above 0.
+func (p engineParser) positive(n *yaml.Node, key string) (float64, error) {
+	f, err := p.number(n, key)
+	if err == nil && !(f > 0) {
+		err = p.errf(n, key, "%s: must be positive (leave it out for SGLang's default)", n.Value)
+	}
+	return f, err
 }
 
 // resolveModel finds the model: a config.json file (or a directory

@@ -1,8 +1,8 @@
-// Package latency checks eppsim's times against measured vLLM runs and
-// fits the step-time model to them: it reads experiment files (the schema
-// of ../shared/latency/experiments.json: a model, a GPU, vLLM's engine
-// arguments, an inference-perf workload and, optionally, the measured
-// latencies) and the results directories inference-perf writes, with an
+// Package latency checks eppsim's times against measured vLLM (and SGLang)
+// runs and fits the step-time model to them: it reads experiment files
+// (the schema of ../shared/latency/experiments.json: a model, a GPU, vLLM's
+// engine arguments or SGLang's flags, an inference-perf workload and,
+// optionally, the measured latencies) and the results directories inference-perf writes, with an
 // engine file for the serving side (LoadResultsDir, LoadInputs),
 // simulates each run on one replica (with dp > 1, dp data-parallel engines
 // behind vLLM's own load balancer), compares predicted with
@@ -24,6 +24,7 @@ import (
 
 	"github.com/eppsim/eppsim/arch"
 	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/replica/sglang"
 	"github.com/eppsim/eppsim/workload"
 )
 
@@ -34,9 +35,10 @@ type File struct {
 	Experiments []Experiment    `json:"experiments"`
 }
 
-// Experiment is one measured (or to-be-predicted) vLLM serving run: a
-// single replica (one engine, or dp data-parallel engines behind vLLM's own
-// load balancer), one GPU type, an inference-perf workload.
+// Experiment is one measured (or to-be-predicted) serving run: a single
+// replica (one vLLM engine, or dp data-parallel engines behind vLLM's own
+// load balancer; or one SGLang engine), one GPU type, an inference-perf
+// workload.
 type Experiment struct {
 	ID    string `json:"id"`
 	Model string `json:"model"`
@@ -48,9 +50,17 @@ type Experiment struct {
 	TP        int             `json:"tp"`
 	// DP is the data-parallel size: that many engines, each on TP GPUs
 	// with its own KV cache (absent or null: 1).
-	DP       *int     `json:"dp"`
-	Engine   Engine   `json:"engine"`
-	Workload Workload `json:"workload"`
+	DP *int `json:"dp"`
+	// EngineType is the engine that served the run: "vllm" (the default,
+	// also when absent) or "sglang" (replica.EngineTypes). An SGLang run
+	// gives its server flags in SGLang, not Engine.
+	EngineType string `json:"engine_type,omitempty"`
+	// Engine is a vLLM run's engine arguments.
+	Engine Engine `json:"engine"`
+	// SGLang is an SGLang run's server flags, by SGLang's names (nil:
+	// SGLang's defaults); only with engine_type sglang.
+	SGLang   *replica.SGLangFlags `json:"sglang,omitempty"`
+	Workload Workload             `json:"workload"`
 	// Measured holds the measured latencies by scope: "summary" (the whole
 	// run) and "stage_0", "stage_1", ... (its load stages).
 	Measured map[string]Measurement `json:"measured,omitempty"`
@@ -194,6 +204,7 @@ func Parse(data []byte, name string) (*File, error) {
 	var given struct {
 		Experiments []struct {
 			Engine   map[string]json.RawMessage `json:"engine"`
+			SGLang   json.RawMessage            `json:"sglang"`
 			Workload struct {
 				SharedPrefix map[string]json.RawMessage `json:"shared_prefix_requested"`
 			} `json:"workload"`
@@ -205,7 +216,11 @@ func Parse(data []byte, name string) (*File, error) {
 	seen := map[string]bool{}
 	for i := range f.Experiments {
 		e := &f.Experiments[i]
-		err := e.checkGiven(given.Experiments[i].Engine, given.Experiments[i].Workload.SharedPrefix)
+		g := given.Experiments[i]
+		err := e.checkGiven(g.Engine, g.Workload.SharedPrefix)
+		if err == nil {
+			err = e.checkSGLang(g.Engine, g.SGLang)
+		}
 		if err == nil {
 			err = e.check()
 		}
@@ -314,6 +329,9 @@ func (e *Experiment) check() error {
 			return fmt.Errorf("workload.stages[%d]: more than %d requests in all (Σ rate_rps × duration_s); a recorded run has thousands", i, maxRunRequests)
 		}
 	}
+	if e.IsSGLang() && e.DataParallel() > 1 {
+		return fmt.Errorf("dp: %d: an SGLang run is one engine here (SGLang's --dp-size, behind its own router, is not simulated)", e.DataParallel())
+	}
 	if e.IPerfConfig != nil {
 		return nil // LoadResultsDir builds the run's Spec, naming the engine file
 	}
@@ -331,7 +349,8 @@ func (e *Experiment) check() error {
 
 // enginePreset is the run's replica before calibration: its model on its
 // GPU at its tensor-parallel degree with its engine arguments, resolved
-// as vLLM would (EngineConfig).
+// as vLLM would (EngineConfig), or for an SGLang run with its SGLang
+// flags, resolved as SGLang would (sglang.ConfigFor).
 func (e *Experiment) enginePreset() (replica.Preset, error) {
 	m, err := e.ArchModel()
 	if err != nil {
@@ -344,6 +363,18 @@ func (e *Experiment) enginePreset() (replica.Preset, error) {
 	p, err := replica.NewPreset(m, g, e.TP)
 	if err != nil {
 		return replica.Preset{}, err
+	}
+	if e.IsSGLang() {
+		p.EngineType = replica.EngineSGLang
+		var flags replica.SGLangFlags
+		if e.SGLang != nil {
+			flags = *e.SGLang
+			p.SGLang = &flags
+		}
+		if _, err := sglang.ConfigFor(p, flags); err != nil {
+			return replica.Preset{}, fmt.Errorf("sglang: %w", err)
+		}
+		return p, nil
 	}
 	en := e.Engine
 	p.Engine.MaxNumSeqs, p.Engine.MaxNumBatchedTokens = en.MaxNumSeqs, en.MaxNumBatchedTokens
@@ -383,6 +414,17 @@ func (e *Experiment) ArchModel() (*arch.Model, error) {
 
 // maxDP bounds a run's data-parallel engines.
 const maxDP = 1024
+
+// EngineTypeOf is the run's engine type, vLLM when absent.
+func (e *Experiment) EngineTypeOf() string {
+	if e.EngineType == "" {
+		return replica.EngineVLLM
+	}
+	return e.EngineType
+}
+
+// IsSGLang reports whether the run was served by SGLang.
+func (e *Experiment) IsSGLang() bool { return e.EngineType == replica.EngineSGLang }
 
 // DataParallel is the run's data-parallel size: its engines, 1 when dp is
 // absent.
@@ -460,7 +502,7 @@ func (e *Experiment) InferencePerfYAML() []byte {
 	for _, s := range w.Stages {
 		fmt.Fprintf(&b, "  - rate: %v\n    duration: %v\n", s.RateRPS, s.DurationS)
 	}
-	fmt.Fprintf(&b, "server:\n  type: vllm\n  model_name: %s\n  ignore_eos: %t\n", e.Model, w.IgnoreEOS || w.API.Type == "")
+	fmt.Fprintf(&b, "server:\n  type: %s\n  model_name: %s\n  ignore_eos: %t\n", e.EngineTypeOf(), e.Model, w.IgnoreEOS || w.API.Type == "")
 	return []byte(b.String())
 }
 

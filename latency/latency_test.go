@@ -121,7 +121,7 @@ func TestValidateMiniFile(t *testing.T) {
 			continue
 		}
 		f := strings.Split(line, ",")
-		if len(f) != 12 || f[4] != "" || f[5] != "" || f[8] != "sustained" || f[9] != "" || f[10] == "" || f[11] != "max_num_seqs" {
+		if len(f) != 13 || f[4] != "" || f[5] != "" || f[8] != "sustained" || f[9] != "" || f[10] == "" || f[11] != "max_num_seqs" || f[12] != "vllm" {
 			t.Errorf("unmeasured row %q", line)
 			continue
 		}
@@ -131,7 +131,7 @@ func TestValidateMiniFile(t *testing.T) {
 		}
 	}
 	md := string(rep.Markdown())
-	for _, want := range []string{"## eppsim, whole-run MAPE", "| all measured runs, in sample | 1 |", "| GPU H100 | 1 |", "llama-unmeasured | L40S | 1 |"} {
+	for _, want := range []string{"## eppsim, whole-run MAPE", "| all measured runs, in sample | 1 |", "| GPU H100 | 1 |", "llama-unmeasured | vllm | L40S | 1 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("latency.md lacks %q:\n%s", want, md)
 		}

@@ -107,6 +107,7 @@ func LoadResultsDir(dir string, eng *EngineSpec) (*Experiment, error) {
 			EnablePrefixCaching: eng.EnablePrefixCaching, TotalGPUKVBlocks: eng.NumGPUBlocks,
 			DPLBEngineCounts: eng.DPLBEngineCounts,
 		},
+		EngineType: eng.EngineType, SGLang: eng.SGLang,
 		IPerfConfig: raw, IPerfConfigName: cfgPath, NominalOutputLen: outLen,
 		modelFile: eng.ModelArch != nil,
 		Measured:  map[string]Measurement{},
@@ -305,7 +306,7 @@ func LoadInputs(paths []string, engineFile string) (*File, error) {
 			if e == nil {
 				ef := filepath.Join(path, EngineFile)
 				if _, err := os.Stat(ef); errors.Is(err, os.ErrNotExist) {
-					return nil, fmt.Errorf("%s: missing: a results directory needs the engine that served the run (model, gpu, vLLM's engine arguments; docs/latency.md \"Your own runs\"), there or as --engine FILE", ef)
+					return nil, fmt.Errorf("%s: missing: a results directory needs the engine that served the run (model, gpu, vLLM's engine arguments, or engine-type sglang and SGLang's flags; docs/latency.md \"Your own runs\"), there or as --engine FILE", ef)
 				}
 				if e, err = LoadEngineFile(ef); err != nil {
 					return nil, err

@@ -33,9 +33,10 @@ const (
 // CSVHeader is latency.csv's header line: per run, scope and metric the
 // prediction, the measurement and the APE; for whole runs the 90%
 // interval (low90, high90); per run its predicted and measured regime
-// (overloaded or sustained), the utilization of its busiest stage and the
-// limit that binds at its knee.
-const CSVHeader = "experiment,scope,metric,predicted,actual,ape_pct,low90,high90,regime,measured_regime,utilization,binding"
+// (overloaded or sustained), the utilization of its busiest stage, the
+// limit that binds at its knee (an SGLang run's by SGLang's flag names)
+// and the engine that served it (vllm, sglang).
+const CSVHeader = "experiment,scope,metric,predicted,actual,ape_pct,low90,high90,regime,measured_regime,utilization,binding,engine"
 
 // HeadlineMetrics are the metrics the report's tables lead with (the
 // issue's targets and the published comparisons' columns).
@@ -307,8 +308,9 @@ func (r *Report) CSV() []byte {
 		if bb, ok := r.Bounds[row.Experiment][row.Metric]; ok && row.Scope == "summary" {
 			lo, hi = bb.Low, bb.High
 		}
-		regime, measured, util, binding := "", "", math.NaN(), ""
+		regime, measured, util, binding, engine := "", "", math.NaN(), "", ""
 		if res := byID[row.Experiment]; res != nil {
+			engine = res.Experiment.EngineTypeOf()
 			regime = regimeName(res.PredictedOverloaded())
 			if res.Experiment.HasMeasurement() {
 				measured = regimeName(res.Experiment.Overloaded())
@@ -317,8 +319,8 @@ func (r *Report) CSV() []byte {
 				util, binding = res.Utilization, res.Knee.Binding
 			}
 		}
-		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csvField(row.Experiment), row.Scope, row.Metric, csvNum(row.Predicted), csvNum(row.Actual), csvNum(row.APE),
-			csvNum(lo), csvNum(hi), regime, measured, csvNum(util), binding)
+		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csvField(row.Experiment), row.Scope, row.Metric, csvNum(row.Predicted), csvNum(row.Actual), csvNum(row.APE),
+			csvNum(lo), csvNum(hi), regime, measured, csvNum(util), binding, engine)
 	}
 	return b.Bytes()
 }
@@ -645,11 +647,11 @@ func (r *Report) Markdown() []byte {
 	}
 
 	b.WriteString("\n## Every run (whole run)\n\nUtilization is the busiest stage's rate, per engine, over the sustainable rate eppsim estimates for the run's mean request " +
-		"(docs/latency.md, \"The knee\"), with the limit that binds there.\n\n| run | GPU | TP | utilization (binding) |")
+		"(docs/latency.md, \"The knee\"), with the limit that binds there (an SGLang run's by SGLang's flags).\n\n| run | engine | GPU | TP | utilization (binding) |")
 	for _, m := range HeadlineMetrics {
 		fmt.Fprintf(&b, " %s predicted / actual (APE) |", m)
 	}
-	b.WriteString("\n|---|---|---:|---|" + strings.Repeat("---:|", len(HeadlineMetrics)) + "\n")
+	b.WriteString("\n|---|---|---|---:|---|" + strings.Repeat("---:|", len(HeadlineMetrics)) + "\n")
 	for _, res := range r.Results {
 		e := res.Experiment
 		knee := "–"
@@ -660,7 +662,7 @@ func (r *Report) Markdown() []byte {
 		if dp := e.DataParallel(); dp > 1 {
 			par += fmt.Sprintf(" × DP %d", dp)
 		}
-		fmt.Fprintf(&b, "| %s%s | %s | %s | %s |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], gpuOf(e), par, knee)
+		fmt.Fprintf(&b, "| %s%s | %s | %s | %s | %s |", e.ID, map[bool]string{true: " (overloaded)"}[e.Overloaded()], e.EngineTypeOf(), gpuOf(e), par, knee)
 		p, a := res.Predicted["summary"], e.MeasuredValues("summary")
 		for _, m := range HeadlineMetrics {
 			av, ok := a[m]

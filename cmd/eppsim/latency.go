@@ -34,6 +34,11 @@ argument names:
   gpu-memory-utilization: 0.9
   # total-gpu-kv-blocks: N                   # optional: the GPU KV blocks vLLM logged
 
+An SGLang run says engine-type: sglang and gives SGLang's server flags, by SGLang's names, in an
+sglang: block instead of vLLM's arguments (which are refused for it), e.g. sglang: {
+max_running_requests: 128, chunked_prefill_size: 2048, max_total_tokens: 400000 }; it is simulated
+on an SGLang replica with the same step-time model (docs/latency.md, "SGLang runs").
+
 --engine FILE gives one engine file for every results directory instead. A results directory's
 run is simulated with its own config.yaml (constant or poisson load of shared_prefix, random or
 synthetic data, streamed, ignore_eos), its latencies read from the reports (seconds there). The
@@ -66,7 +71,7 @@ func newValidateLatencyCmd() *cobra.Command {
 	f := &validateLatencyFlags{}
 	cmd := &cobra.Command{
 		Use:   "latency INPUT... --out DIR",
-		Short: "Simulate measured vLLM runs and compare predicted with measured latency",
+		Short: "Simulate measured vLLM or SGLang runs and compare predicted with measured latency",
 		Long: `validate latency simulates every run of its inputs (experiments files and inference-perf
 results directories, below) on one replica with the step-time calibration, and writes to --out:
 
@@ -98,7 +103,7 @@ It prints the MAPE table. itl_mean is (E2E mean − TTFT mean) / (output_len −
 	return cmd
 }
 
-const engineHelp = "engine file (model, gpu, vLLM's engine arguments) of every results directory among the inputs (default: each directory's engine.yaml)"
+const engineHelp = "engine file (model, gpu, vLLM's engine arguments or engine-type sglang with an sglang: block) of every results directory among the inputs (default: each directory's engine.yaml)"
 
 // loadInputs reads and pools the runs of the command's inputs; the
 // returned source names them for reports.
@@ -319,7 +324,7 @@ func newCalibrateCmd() *cobra.Command {
 	f := &calibrateFlags{}
 	cmd := &cobra.Command{
 		Use:   "calibrate INPUT... --out calibration.yaml",
-		Short: "Fit the step-time model's coefficients to measured vLLM runs",
+		Short: "Fit the step-time model's coefficients to measured vLLM or SGLang runs",
 		Long: `calibrate fits the calibrated step-time model (docs/latency.md) to the measured runs of its
 inputs (experiments files and inference-perf results directories, below): it simulates the runs inside a
 Nelder-Mead search over the free coefficients, minimising each run's mean |log(predicted/actual)|

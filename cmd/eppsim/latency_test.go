@@ -9,9 +9,10 @@ import (
 
 // resultsDirs are the inference-perf results directories of the latency
 // package's tests (latency/testdata/results/README.md).
-var resultsDirs = struct{ codegen, mixtral string }{
+var resultsDirs = struct{ codegen, mixtral, sglang string }{
 	codegen: "../../latency/testdata/results/llama-2-7b-tp1-codegen",
 	mixtral: "../../latency/testdata/results/mixtral-8x7b-tp2-roleplay",
+	sglang:  "../../latency/testdata/results/llama-2-7b-tp1-codegen-sglang",
 }
 
 // TestValidateLatencyResultsDir: validate latency reads an inference-perf
@@ -65,6 +66,48 @@ func TestCalibrateResultsDir(t *testing.T) {
 	}
 	if !strings.Contains(string(y), "coefficients:") || !strings.Contains(string(y), "llama-2-7b-tp1-codegen: 1 measured runs") {
 		t.Errorf("calibration:\n%s", y)
+	}
+}
+
+// TestCalibrateSGLangRun: calibrate fits on a vLLM run and an SGLang run
+// together (the shared coefficients), and validate latency reports each
+// run's engine: latency.csv's engine column, latency.md's engine column,
+// and the SGLang run's binding limit by SGLang's flag names.
+func TestCalibrateSGLangRun(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "mine.yaml")
+	stdout, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.sglang, "--out", cal, "--budget", "2", "--stage-limit", "5", "--quiet")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "on 2 runs") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	out := filepath.Join(dir, "out")
+	if _, stderr, err := runCLI(t, "validate", "latency", resultsDirs.sglang, "--calibration", cal, "--out", out); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "latency.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	if !strings.HasSuffix(lines[0], ",binding,engine") || len(lines) != 1+3*7 {
+		t.Fatalf("latency.csv:\n%s", csv)
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, resultsDirs.sglang+",") || !strings.HasSuffix(l, ",sglang") ||
+			!(strings.HasSuffix(l, ",max_running_requests,sglang") || strings.HasSuffix(l, ",compute,sglang") ||
+				strings.HasSuffix(l, ",max_total_tokens,sglang") || strings.HasSuffix(l, ",chunked_prefill_size,sglang")) {
+			t.Errorf("latency.csv row %q: want the SGLang run, its SGLang binding and engine", l)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "latency.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| "+resultsDirs.sglang+" | sglang | H100 | 1 |") {
+		t.Errorf("latency.md:\n%s", md)
 	}
 }
 
