@@ -234,19 +234,7 @@ func (l *runLog) add(k runKey, r Run) error {
 	return l.writeLine(runRecord{runKey: k, Run: r})
 }
 
-func (l *runLog) writeLine(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("%s: %w", l.path, err)
-	}
-	if _, err := l.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("%s: %w", l.path, err)
-	}
-	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("%s: %w", l.path, err)
-	}
-	return nil
-}
+func (l *runLog) writeLine(v any) error { return sweep.AppendJSONLine(l.f, l.path, v) }
 
 func (l *runLog) close() error {
 	if l == nil || l.f == nil {

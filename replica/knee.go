@@ -115,19 +115,27 @@ func SustainableRate(cfg Config, m StepModel, mix Mix) (Knee, error) {
 		}
 		return float64(b) / (o * t), t
 	}
-	top := max(int(math.Floor(limit)), 1)
-	// λ(B) rises with B while batching amortizes the weights; take the
-	// largest over the allowed batches (it is at the top unless steps
-	// become compute-bound and the per-sequence costs win).
-	best, bestB, bestT := 0.0, 0, 0.0
-	for b := 1; b <= top; b++ {
-		if r, t := rate(b); r > best {
-			best, bestB, bestT = r, b, t
-		}
-	}
+	best, bestB, bestT, compute := PeakRate(max(int(math.Floor(limit)), 1), rate)
 	k.MaxRate, k.Batch, k.StepSeconds, k.Binding = best, float64(bestB), bestT, binding
-	if half, _ := rate(max(top/2, 1)); top >= 2 && (bestB < top || best < computeBound*half) {
+	if compute {
 		k.Binding = LimitCompute
 	}
 	return k, nil
+}
+
+// PeakRate is the largest sustainable rate rate(b) gives over the batches
+// 1..top, with its batch and step time (rate returns requests/s and the
+// step's seconds). λ(B) rises with B while batching amortizes the
+// weights, so it is at the top unless steps become compute-bound and the
+// per-sequence costs win. compute reports that bound: the best batch is
+// below top, or doubling the batch from half of top raises the rate by
+// less than computeBound.
+func PeakRate(top int, rate func(b int) (perSecond, stepSeconds float64)) (best float64, batch int, step float64, compute bool) {
+	for b := 1; b <= top; b++ {
+		if r, t := rate(b); r > best {
+			best, batch, step = r, b, t
+		}
+	}
+	half, _ := rate(max(top/2, 1))
+	return best, batch, step, top >= 2 && (batch < top || best < computeBound*half)
 }

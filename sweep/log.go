@@ -135,16 +135,21 @@ func openLog(dir string, h *logHeader) (*pointLog, []Record, error) {
 }
 
 // write appends v as one JSON line and flushes it to disk.
-func (l *pointLog) write(v any) error {
+func (l *pointLog) write(v any) error { return AppendJSONLine(l.f, l.path, v) }
+
+// AppendJSONLine appends v to f (the file at path, named in errors) as one
+// JSON line and flushes it to disk: a resumable log's record (points.jsonl,
+// capacity's runs.jsonl), on disk before the next is written.
+func AppendJSONLine(f *os.File, path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("%s: %w", l.path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	if _, err := l.f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("%s: %w", l.path, err)
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("%s: %w", l.path, err)
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }

@@ -71,15 +71,9 @@ func SustainableRate(cfg Config, m replica.StepModel, mix replica.Mix) (replica.
 		}
 		return 1 / per, t
 	}
-	top := max(int(math.Floor(limit)), 1)
-	best, bestB, bestT := 0.0, 0, 0.0
-	for b := 1; b <= top; b++ {
-		if r, t := rate(b); r > best {
-			best, bestB, bestT = r, b, t
-		}
-	}
+	best, bestB, bestT, compute := replica.PeakRate(max(int(math.Floor(limit)), 1), rate)
 	k.MaxRate, k.Batch, k.StepSeconds, k.Binding = best, float64(bestB), bestT, binding
-	if half, _ := rate(max(top/2, 1)); top >= 2 && (bestB < top || best < 1.1*half) {
+	if compute {
 		k.Binding = replica.LimitCompute
 	}
 	return k, nil
