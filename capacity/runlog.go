@@ -120,6 +120,9 @@ func searchHash(s *Search) (string, error) {
 // replaced).
 func openRunLog(path, h string, others []string, fresh bool) (*runLog, error) {
 	l := &runLog{path: path, hash: h, others: others, runs: map[runKey]Run{}}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
 	if fresh {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w", path, err)

@@ -198,11 +198,6 @@ func capacityMain(ctx context.Context, stdout, stderr io.Writer, f *capacityFlag
 				return withExitCode(2, err)
 			}
 		}
-		if f.share == "" {
-			if err := os.MkdirAll(f.out, 0o755); err != nil {
-				return withExitCode(2, fmt.Errorf("--out: %w", err))
-			}
-		}
 	}
 	s := capacity.Search{Spec: spec, EPPs: epps, SLO: terms, Rate: f.rate, Tolerance: f.tolerance, Start: f.start,
 		MaxFactor: f.maxFactor, RetainBytes: retainBytes(f.traceMemory), MaxReplicas: f.maxReplicas, Seeds: f.seeds, NoEarlyStop: !f.earlyStop, Progress: prog,

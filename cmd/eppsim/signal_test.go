@@ -104,9 +104,11 @@ func TestVerbsExitWithSignal(t *testing.T) {
 				t.Fatalf("exit %d after %v, stderr %q; want %d", code, took, stderr, 128+int(tc.sig))
 			}
 			if tc.name == "capacity" {
+				// The run log appears once the traffic is counted, which a
+				// loaded machine may not reach before the signal.
 				entries, err := os.ReadDir(out)
-				if err != nil || len(entries) != 1 || entries[0].Name() != "runs.jsonl" {
-					t.Errorf("%s holds %v (%v), want only runs.jsonl", out, entries, err)
+				if !errors.Is(err, os.ErrNotExist) && (err != nil || len(entries) != 1 || entries[0].Name() != "runs.jsonl") {
+					t.Errorf("%s holds %v (%v), want nothing or only runs.jsonl", out, entries, err)
 				}
 				return
 			}
