@@ -1514,7 +1514,7 @@ func (r *runner) stepEnd(now int64, i int) {
 			continue
 		}
 		r.dropFlight(slot)
-		if r.usageWanted && usageReported(f.er.Body) {
+		if r.usageWanted && usageReported(f.er.Path, f.er.Body) {
 			f.er.Usage = &epp.Usage{PromptTokens: f.wr.PromptLen, CompletionTokens: rr.OutputLen}
 		}
 		r.router.ResponseComplete(c, f.er, f.res)
@@ -1564,11 +1564,13 @@ func (r *runner) stepEnd(now int64, i int) {
 	r.flowTimers(now)
 }
 
-// usageReported reports whether the response to body carries a usage
-// block: always without streaming; when streaming only with
-// stream_options.include_usage (vLLM's OpenAI server).
-func usageReported(body []byte) bool {
-	if !bytes.Contains(body, []byte(`"stream"`)) {
+// usageReported reports whether the response to body, sent to path,
+// carries a usage block: always without streaming, and always from
+// SGLang's /generate (its last stream chunk's meta_info, which
+// sglanghttp-parser reads); when streaming from vLLM's OpenAI server only
+// with stream_options.include_usage.
+func usageReported(path string, body []byte) bool {
+	if path == workload.EndpointSGLangGenerate || !bytes.Contains(body, []byte(`"stream"`)) {
 		return true
 	}
 	var b struct {

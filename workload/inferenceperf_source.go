@@ -125,6 +125,9 @@ func newInferencePerfStream(cfg *InferencePerfConfig, o Options, userModel strin
 	if o.Rate > 0 {
 		return nil, fmt.Errorf("%s: an inference-perf config sets its own rates (load.stages); use --time-scale to stretch it", cfg.File)
 	}
+	if _, err := rewriteAPI(FormatInferencePerf, o.API); err != nil {
+		return nil, fmt.Errorf("%s: %w (api.type)", cfg.File, err)
+	}
 	if o.Mode == ModeDefault {
 		o.Mode = ModeOpenLoop
 	}

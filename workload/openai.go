@@ -196,8 +196,15 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	fast := !r.slow && r.fast.decode(line)
 	if fast {
 		r.fast.fill(&env, &body)
-	} else if err := json.Unmarshal(line, &env); err != nil {
-		return nil, r.jsonErr("", err)
+		if env.URL != nil && generateAPI(*env.URL) != APIDefault {
+			// openaiFast knows no generate fields: the general path decodes.
+			fast, env, body = false, openaiEnvelope{}, openaiBody{}
+		}
+	}
+	if !fast {
+		if err := json.Unmarshal(line, &env); err != nil {
+			return nil, r.jsonErr("", err)
+		}
 	}
 	rawBody, prefix := json.RawMessage(line), ""
 	if env.Body != nil {
@@ -217,29 +224,49 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	// Endpoint and prompt tokens.
 	hasMsgs := body.Messages != nil && !bytes.Equal(body.Messages, []byte("null"))
 	hasPrompt := body.Prompt != nil && !bytes.Equal(body.Prompt, []byte("null"))
+	gen := APIDefault
+	if env.URL != nil {
+		gen = generateAPI(*env.URL)
+	}
 	endpoint := ""
 	switch {
+	case gen != APIDefault && (hasMsgs || hasPrompt):
+		return nil, r.bad(prefix+promptField(hasMsgs), "not a field of a %s body (url %s)", gen, *env.URL)
+	case gen != APIDefault:
+		endpoint = *env.URL
 	case hasMsgs && hasPrompt:
 		return nil, r.bad(prefix+"messages", "both messages and prompt given")
 	case hasMsgs:
 		endpoint = EndpointChat
 	case hasPrompt:
 		endpoint = EndpointCompletions
+	case bytes.Contains(rawBody, []byte(`"token_ids"`)) || bytes.Contains(rawBody, []byte(`"input_ids"`)):
+		return nil, r.bad(prefix+"messages", "missing (neither messages nor prompt given; a generate body needs the url %s or %s)", EndpointVLLMGenerate, EndpointSGLangGenerate)
 	default:
 		return nil, r.bad(prefix+"messages", "missing (neither messages nor prompt given)")
 	}
 	if env.URL != nil && *env.URL != endpoint {
 		if *env.URL != EndpointChat && *env.URL != EndpointCompletions {
-			return nil, r.bad("url", "unsupported endpoint %q (want %s or %s)", *env.URL, EndpointChat, EndpointCompletions)
+			return nil, r.bad("url", "unsupported endpoint %q (want %s, %s, %s or %s)", *env.URL, EndpointChat, EndpointCompletions, EndpointVLLMGenerate, EndpointSGLangGenerate)
 		}
 		return nil, r.bad("url", "%s does not match a body with %s", *env.URL, promptField(hasMsgs))
 	}
-	if body.Model == nil || *body.Model == "" {
+	model := r.opt.Model // generate bodies need not name the model
+	if body.Model != nil && *body.Model != "" {
+		model = *body.Model
+	} else if gen == APIDefault {
 		return nil, r.bad(prefix+"model", "missing")
 	}
 	var prompt []uint32
+	var g *generateFields
 	var err error
+	promptName := promptField(hasMsgs)
 	switch {
+	case gen != APIDefault:
+		g, err = r.generateBody(prefix, rawBody, gen)
+		if err == nil {
+			prompt, promptName = g.ids, g.idsField
+		}
 	case hasMsgs && fast:
 		prompt, err = r.chatPromptFast(prefix, r.fast.bodyMessages())
 	case hasMsgs:
@@ -251,13 +278,16 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 		return nil, err
 	}
 	if len(prompt) > r.opt.MaxPromptTokens {
-		return nil, r.bad(prefix+promptField(hasMsgs), "%d tokens exceed the limit of %d", len(prompt), r.opt.MaxPromptTokens)
+		return nil, r.bad(prefix+promptName, "%d tokens exceed the limit of %d", len(prompt), r.opt.MaxPromptTokens)
 	}
 
 	// Output.
 	var outIDs []uint32
 	if x.OutputText != nil {
-		if hasMsgs {
+		// A chat answer ends with <|eot_id|>; so does the answer to a
+		// generate prompt that ends with the chat template's generation
+		// prompt (a chat turn sent pre-tokenized, as --api writes it).
+		if hasMsgs || (g != nil && r.enc.generationPrompt(prompt)) {
 			outIDs, err = r.enc.answer(*x.OutputText)
 		} else {
 			var ids []uint32
@@ -271,13 +301,22 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	// The body's token limits are checked as vLLM's OpenAI server checks
 	// them (it rejects a limit below 1), whether or not they give the output
 	// length: the body is replayed as it is.
+	maxTokensName, capLo, server := "max_tokens", int64(1), "vLLM"
+	if g != nil {
+		// A generate body's cap is in sampling_params; top-level caps are
+		// no fields of it.
+		body.MaxCompletionTokens, body.MaxTokens, maxTokensName, capLo = nil, g.maxTokens, g.maxTokensField, g.maxTokensLo
+		if gen == APISGLangGenerate {
+			server = "SGLang"
+		}
+	}
 	limits := [...]struct {
 		v    *int64
 		name string
-	}{{body.MaxCompletionTokens, "max_completion_tokens"}, {body.MaxTokens, "max_tokens"}}
+	}{{body.MaxCompletionTokens, "max_completion_tokens"}, {body.MaxTokens, maxTokensName}}
 	for _, l := range limits {
-		if l.v != nil && *l.v < 1 {
-			return nil, r.bad(prefix+l.name, "%d out of range [1, %d] (vLLM rejects a request with %s below 1)", *l.v, maxOutputTokens, l.name)
+		if l.v != nil && *l.v < capLo {
+			return nil, r.bad(prefix+l.name, "%d out of range [%d, %d] (%s rejects a request with %s below %d)", *l.v, capLo, maxOutputTokens, server, l.name, capLo)
 		}
 	}
 	var outLen, lo int64
@@ -296,7 +335,7 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	case body.MaxCompletionTokens != nil:
 		outLen, field, lo = *body.MaxCompletionTokens, prefix+"max_completion_tokens", 1
 	case body.MaxTokens != nil:
-		outLen, field, lo = *body.MaxTokens, prefix+"max_tokens", 1
+		outLen, field, lo = *body.MaxTokens, prefix+maxTokensName, capLo
 	default:
 		outLen = int64(r.opt.DefaultOutputTokens)
 	}
@@ -370,7 +409,7 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 	}
 	r.clock = ts
 	req := &Request{
-		ID: r.nextID, Session: sid, Prev: -1, Arrival: ts, Model: *body.Model,
+		ID: r.nextID, Session: sid, Prev: -1, Arrival: ts, Model: model,
 		Body: cleanBody, Endpoint: endpoint, PromptTokens: prompt, PromptLen: len(prompt),
 		OutputTokens: int(outLen), OutputTokenIDs: outIDs, Line: r.lr.line,
 	}
@@ -382,7 +421,10 @@ func (r *openaiReader) parse(line []byte) (*Request, error) {
 		req.Stage = *x.Stage
 	}
 	req.Headers = x.headers()
-	if body.CacheSalt != nil {
+	switch {
+	case gen == APISGLangGenerate:
+		req.CacheSalt = g.salt
+	case body.CacheSalt != nil:
 		req.CacheSalt = *body.CacheSalt
 	}
 	if found {

@@ -90,7 +90,7 @@ func TestOpenAIBadLines(t *testing.T) {
 		{`{"url":"/v1/completions","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}`,
 			"o.jsonl:1: url: /v1/completions does not match a body with messages"},
 		{`{"url":"/v1/embeddings","body":{"model":"m","prompt":"x"}}`,
-			`o.jsonl:1: url: unsupported endpoint "/v1/embeddings" (want /v1/chat/completions or /v1/completions)`},
+			`o.jsonl:1: url: unsupported endpoint "/v1/embeddings" (want /v1/chat/completions, /v1/completions, /inference/v1/generate or /generate)`},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"x_output_tokens":5,"x_output_text":"Hi there"}`,
 			"o.jsonl:1: x_output_tokens: 5, but x_output_text has 3 tokens"},
 		{`{"model":"m","prompt":["a","b"]}`, "o.jsonl:1: prompt: 2 prompts in one request are not supported"},

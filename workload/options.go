@@ -153,6 +153,14 @@ type Options struct {
 	// carry none: FairnessNone (the EPP's default-flow), FairnessSession
 	// or FairnessClass.
 	FairnessID string
+	// API is the request API the requests are sent through (APIDefault:
+	// each format's own, see API). Formats without an API of their own —
+	// hash-id, Azure, ShareGPT, the synthesizer — can be sent through any
+	// API but chat for token-only prompts (hash-id, Azure); a pre-tokenized
+	// API (completions for a chat format, vllm-generate, sglang-generate)
+	// carries the request's PromptTokens as they are. OpenAI JSONL and
+	// inference-perf configs name their own and take only APIDefault.
+	API API
 	// InferencePerf tunes the traffic of inference-perf configs.
 	InferencePerf InferencePerfOptions
 	// Tokenizer may be shared between sources; nil creates one.
@@ -213,6 +221,11 @@ func (o *Options) withDefaults() (Options, error) {
 	if _, err := ParseFairnessID(c.FairnessID); err != nil {
 		return c, err
 	}
+	api, err := ParseAPI(string(c.API))
+	if err != nil {
+		return c, err
+	}
+	c.API = api
 	if c.ThinkTime == (LogNormal{}) {
 		c.ThinkTime = DefaultThinkTime()
 	}

@@ -45,9 +45,12 @@ type Request struct {
 	ThinkTime     int64
 	Model         string
 	// Body is the HTTP body exactly as the client sends it (OpenAI
-	// chat-completions or completions JSON). Nil if Options.NoTokens.
-	Body     []byte
-	Endpoint string // EndpointChat or EndpointCompletions
+	// chat-completions or completions JSON, or a native generate API's:
+	// Options.API). Nil if Options.NoTokens.
+	Body []byte
+	// Endpoint is EndpointChat, EndpointCompletions, EndpointVLLMGenerate
+	// or EndpointSGLangGenerate.
+	Endpoint string
 	// PromptTokens are the token IDs the model server computes (chat template
 	// applied, then BPE). Nil if Options.NoTokens.
 	PromptTokens []uint32

@@ -40,6 +40,7 @@ type Stream struct {
 	skipErrs    []error
 	emitted     int64
 	classes     *classAssigner // Options.Classes and FairnessID; nil: none
+	api         API            // the API requests are rebuilt for (Options.API); APIDefault: none
 }
 
 // Next returns the next request, or io.EOF.
@@ -68,6 +69,9 @@ func (s *Stream) Next() (*Request, error) {
 		}
 		if s.classes != nil {
 			s.classes.apply(r)
+		}
+		if s.api != APIDefault {
+			applyAPI(r, s.api)
 		}
 		s.emitted++
 		return r, nil
@@ -202,6 +206,10 @@ func newStream(r io.Reader, name string, o Options) (*Stream, error) {
 	if o.Rate > 0 && (f == FormatMooncake || f == FormatAlibaba || f == FormatAzure) {
 		return nil, fmt.Errorf("%s: rescaling a %s trace to a rate needs two passes over a file; use Open or TimeScale", name, f)
 	}
+	api, err := rewriteAPI(f, o.API)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	mode := o.Mode
 	if mode == ModeDefault {
 		mode = defaultMode(f)
@@ -211,7 +219,6 @@ func newStream(r io.Reader, name string, o Options) (*Stream, error) {
 	// no line: line numbers are unchanged).
 	skipBOM(br)
 	var rd formatReader
-	var err error
 	switch f {
 	case FormatMooncake, FormatAlibaba:
 		rd, err = newHashIDReader(br, name, f, &o)
@@ -231,7 +238,7 @@ func newStream(r io.Reader, name string, o Options) (*Stream, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &Stream{name: name, format: f, mode: mode, rd: rd, scale: o.TimeScale, skipInvalid: o.SkipInvalid, classes: newClassAssigner(o)}, nil
+	return &Stream{name: name, format: f, mode: mode, rd: rd, scale: o.TimeScale, skipInvalid: o.SkipInvalid, classes: newClassAssigner(o), api: api}, nil
 }
 
 // timestamped formats have arrival times of their own (OpenAI JSONL may).

@@ -91,11 +91,15 @@ func newSynthStream(name string, spec *Spec, rng *rand.Rand, o Options, userMode
 	if o.Mode == ModeDefault {
 		o.Mode = ModeClosedLoop
 	}
+	api, err := rewriteAPI(FormatSynth, o.API)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	r, err := newSynthReader(&sp, rng, &o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &Stream{name: name, format: FormatSynth, mode: o.Mode, rd: r, scale: o.TimeScale, classes: newClassAssigner(o)}, nil
+	return &Stream{name: name, format: FormatSynth, mode: o.Mode, rd: r, scale: o.TimeScale, classes: newClassAssigner(o), api: api}, nil
 }
 
 func newSynthReader(sp *Spec, rng *rand.Rand, o *Options) (*synthReader, error) {

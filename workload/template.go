@@ -94,6 +94,13 @@ func (e *chatEncoder) prompt(msgs []Message) ([]uint32, error) {
 	return c.prompt(e)
 }
 
+// generationPrompt reports whether prompt ends with the chat template's
+// generation prompt, the assistant's header.
+func (e *chatEncoder) generationPrompt(prompt []uint32) bool {
+	h, err := e.appendHeader(nil, "assistant")
+	return err == nil && len(prompt) > len(h) && slices.Equal(prompt[len(prompt)-len(h):], h)
+}
+
 // answer returns the output tokens of a chat answer: enc(text) <|eot_id|>.
 func (e *chatEncoder) answer(text string) ([]uint32, error) {
 	ids, err := e.cache.encode(text)

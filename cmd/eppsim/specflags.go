@@ -27,6 +27,7 @@ type specFlags struct {
 	trace       string
 	format      string
 	mode        string
+	api         string
 	timeScale   float64
 	skipInvalid bool
 	replicas    int
@@ -78,6 +79,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.trace, "trace", workload.DefaultWorkload, "trace file, builtin:NAME for an embedded workload, or inference-perf:FILE.yaml for an inference-perf config's traffic")
 	fl.StringVar(&f.format, "format", "auto", formatHelp)
 	fl.StringVar(&f.mode, "mode", "default", modeHelp)
+	fl.StringVar(&f.api, "api", "default", apiHelp)
 	fl.Float64Var(&f.timeScale, "time-scale", 0, "multiply trace timestamps by this factor (0 = as recorded)")
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip malformed trace lines (counted and reported)")
 	fl.IntVar(&f.replicas, "replicas", 4, "number of replicas (ignored with --fleet)")
@@ -178,6 +180,7 @@ func (f *specFlags) identity() ([]workload.PriorityClass, string, []epp.Objectiv
 // and trace describe the same values.
 const (
 	formatHelp = "trace format: auto (detect), mooncake, alibaba, openai-jsonl, sharegpt, azure-csv, inference-perf"
+	apiHelp    = "request API of traces without one of their own: default (completions for mooncake, alibaba and azure-csv; chat for sharegpt and builtin:NAME), chat, completions, vllm-generate (/inference/v1/generate) or sglang-generate (/generate; list sglanghttp-parser in the EPP config); the pre-tokenized APIs send the prompt's token ids (docs/workloads.md, Request APIs)"
 	modeHelp   = "replay mode: default (per format), open-loop (trace timestamps), closed-loop (next turn after the previous completes)"
 	seedHelp   = "seed of every random choice (synthesized text, tokens, arrivals, think times, EPP tie-breaks); the same seed gives the same output"
 )
@@ -556,6 +559,9 @@ func (f *specFlags) workloadOptions() (workload.Options, error) {
 		return o, fmt.Errorf("--mode: %w", err)
 	}
 	o.Mode = m
+	if o.API, err = workload.ParseAPI(f.api); err != nil {
+		return o, fmt.Errorf("--api: %w", err)
+	}
 	o.TimeScale = f.timeScale
 	o.SkipInvalid = f.skipInvalid
 	o.Seed = int64(f.seed)

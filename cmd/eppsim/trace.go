@@ -22,6 +22,7 @@ import (
 type traceReadFlags struct {
 	format        string
 	mode          string
+	api           string
 	seed          uint64
 	skipInvalid   bool
 	traceBlock    int
@@ -37,6 +38,7 @@ func (f *traceReadFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.format, "format", "auto", formatHelp)
 	fl.StringVar(&f.mode, "mode", "default", modeHelp)
+	fl.StringVar(&f.api, "api", "default", apiHelp)
 	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
 	fl.BoolVar(&f.skipInvalid, "skip-invalid", false, "skip (and count) malformed lines instead of failing")
 	fl.IntVar(&f.traceBlock, "trace-block-size", 0, "tokens per hash id of hash-id traces (0: Mooncake 512, Alibaba 16)")
@@ -57,6 +59,9 @@ func (f *traceReadFlags) options() (workload.Options, error) {
 	m, err := workload.ParseMode(f.mode)
 	if err != nil {
 		return o, withExitCode(2, fmt.Errorf("--mode: %w", err))
+	}
+	if o.API, err = workload.ParseAPI(f.api); err != nil {
+		return o, withExitCode(2, fmt.Errorf("--api: %w", err))
 	}
 	switch {
 	case f.traceBlock < 0:
