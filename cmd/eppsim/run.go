@@ -139,7 +139,7 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		if err := checkOutDir(f.out, f.force); err != nil {
 			return withExitCode(2, err)
 		}
-		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(len(spec.Fleet)), Command: f.argv, PD: pd, Classes: classes})
+		out, err = report.NewOutput(f.out, report.Meta{Version: version, Trace: f.trace, Seed: f.seed, Fleet: f.fleetDescription(spec.Fleet), Command: f.argv, PD: pd, Classes: classes})
 		if err != nil {
 			return withExitCode(2, err)
 		}
@@ -176,7 +176,7 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(doc)
 	}
-	printRuns(stdout, f, len(spec.Fleet), runs)
+	printRuns(stdout, f, spec.Fleet, runs)
 	return nil
 }
 
@@ -322,8 +322,8 @@ func replicaNames(fleet []sim.ReplicaSpec) []string {
 	return names
 }
 
-func printRuns(w io.Writer, f *runFlags, replicas int, runs []configRun) {
-	fmt.Fprintf(w, "trace %s · %s · seed %d\n\n", f.trace, f.fleetDescription(replicas), f.seed)
+func printRuns(w io.Writer, f *runFlags, fleet []sim.ReplicaSpec, runs []configRun) {
+	fmt.Fprintf(w, "trace %s · %s · seed %d\n\n", f.trace, f.fleetDescription(fleet), f.seed)
 	named := make([]report.NamedSummary, len(runs))
 	for i, r := range runs {
 		named[i] = report.NamedSummary{Name: r.name, Summary: r.summary}

@@ -533,18 +533,37 @@ func (f *specFlags) replicaPreset(gpus *arch.GPUCatalogue) (replica.Preset, erro
 	return p, nil
 }
 
-func (f *specFlags) fleetDescription(replicas int) string {
+// fleetDescription describes the fleet for people ("4 × llama-3.1-8b-h100"),
+// saying which of its replicas run SGLang when any do.
+func (f *specFlags) fleetDescription(fleet []sim.ReplicaSpec) string {
+	replicas := len(fleet)
+	var d string
 	switch {
 	case f.fleet != "":
-		return fmt.Sprintf("%d replicas from %s", replicas, f.fleet)
+		d = fmt.Sprintf("%d replicas from %s", replicas, f.fleet)
 	case f.modelConfig != "":
 		gpu := f.gpu
 		if gpu == "" {
 			gpu = "H100"
 		}
-		return fmt.Sprintf("%d × %s on %d×%s", replicas, f.modelConfig, max(f.tp, 1), gpu)
+		d = fmt.Sprintf("%d × %s on %d×%s", replicas, f.modelConfig, max(f.tp, 1), gpu)
+	default:
+		d = fmt.Sprintf("%d × %s", replicas, f.preset)
 	}
-	return fmt.Sprintf("%d × %s", replicas, f.preset)
+	sg := 0
+	for _, r := range fleet {
+		if r.Preset.EngineTypeOf() == replica.EngineSGLang {
+			sg++
+		}
+	}
+	switch {
+	case sg == 0:
+	case sg == replicas:
+		d += " on SGLang"
+	default:
+		d += fmt.Sprintf(" (%d on SGLang)", sg)
+	}
+	return d
 }
 
 func (f *specFlags) workloadOptions() (workload.Options, error) {

@@ -169,7 +169,7 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 	if l, err := e.Load(spec.Env.Seed); err == nil {
 		warnOlderConfig(stderr, f.eppConfig, l.MigrationWarnings())
 	}
-	plan, err := sweep.NewPlanContext(ctx, sweep.Sweep{Version: version, Spec: spec, EPP: e, Fleet: f.fleetDescription(len(spec.Fleet)),
+	plan, err := sweep.NewPlanContext(ctx, sweep.Sweep{Version: version, Spec: spec, EPP: e, Fleet: f.fleetDescription(spec.Fleet),
 		Dims: dims, Random: f.random, RandomSeed: f.randomSeed, MaxPoints: maxPoints})
 	if err != nil {
 		if errors.Is(err, sweep.ErrInterrupted) {

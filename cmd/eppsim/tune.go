@@ -110,7 +110,7 @@ func tuneMain(ctx context.Context, stdout, stderr io.Writer, f *tuneFlags) error
 		warnOlderConfig(stderr, f.eppConfig, l.MigrationWarnings())
 	}
 	res, err := sweep.Tune(ctx, sweep.TuneSpec{Version: version, Spec: spec, EPP: e,
-		Fleet: f.fleetDescription(len(spec.Fleet)), Params: params, Objective: obj, Constraints: cons,
+		Fleet: f.fleetDescription(spec.Fleet), Params: params, Objective: obj, Constraints: cons,
 		Budget: f.budget, Seeds: f.seeds, Method: f.method, Workers: f.workers, Progress: prog})
 	if prog != nil {
 		fmt.Fprintln(prog)
