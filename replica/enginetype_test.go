@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/eppsim/eppsim/arch"
 )
 
 const presetHead = "model: meta-llama/Llama-3.1-8B-Instruct\ngpu: H100\n"
@@ -72,5 +74,31 @@ func TestCheckEngineType(t *testing.T) {
 	}
 	if !reflect.DeepEqual(EngineTypes, []string{"vllm", "sglang"}) {
 		t.Errorf("EngineTypes %v", EngineTypes)
+	}
+}
+
+// TestNewPresetDelaysCalibrated: a preset built from a model and a GPU
+// takes its delays from the default calibration before anything builds its
+// step model (the calibration's ingest_us, per_output_token_us and
+// ingest_jitter, not the uncalibrated preset's 15.6 ms and 45.9 µs a
+// token): the simulator reads a replica's delays from a copy of its preset
+// whose model was never built.
+func TestNewPresetDelaysCalibrated(t *testing.T) {
+	m, err := arch.ResolveModel("Qwen/Qwen3-32B", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := arch.DefaultGPUs().Lookup("H100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPreset(m, g, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultCalibration().Coefficients
+	ingest, perTok, jitter := p.Delays()
+	if ingest != c.IngestUs || perTok != c.PerOutputTokenUs || jitter != c.IngestJitter {
+		t.Errorf("delays %g µs, %g µs/token, jitter %g; want the default calibration's %g, %g, %g", ingest, perTok, jitter, c.IngestUs, c.PerOutputTokenUs, c.IngestJitter)
 	}
 }

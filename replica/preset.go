@@ -314,6 +314,13 @@ func NewPreset(m *arch.Model, g arch.GPU, tp int) (Preset, error) {
 	p.Description = fmt.Sprintf("%s on %d×%s", m.Name, tp, g.Name)
 	p.ModelRef, p.GPUName, p.TensorParallelSize = m.Name, g.Name, tp
 	p.Arch, p.GPU = m, g
+	// The calibration is resolved now, not on the first Model call: Delays
+	// reads it too (its ingest delay, jitter and per-token delay), and a
+	// copy of the preset that has not built its model yet must not fall
+	// back to the preset's uncalibrated delays.
+	if err := p.resolveCalibration(); err != nil {
+		return Preset{}, err
+	}
 	return p, nil
 }
 
