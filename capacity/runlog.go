@@ -1,7 +1,6 @@
 package capacity
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -167,41 +166,38 @@ func (l *runLog) read(path string, own bool) (validLen int64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	line := 0
-	for off := 0; off < len(data); {
-		end := bytes.IndexByte(data[off:], '\n')
-		if end < 0 {
-			break // a partial last line: that run was being written
-		}
-		text := data[off : off+end]
-		line++
+	lines := 0
+	validLen, err = sweep.ScanLines(data, func(line int, text []byte) error {
+		lines = line
 		if line == 1 {
 			var h runsHeader
 			if err := json.Unmarshal(text, &h); err != nil || h.Format != runsFormat {
-				return 0, &scenario.InputError{Err: fmt.Errorf("%s:1: not an eppsim capacity run log (want a %q header)", path, runsFormat)}
+				return &scenario.InputError{Err: fmt.Errorf("%s:1: not an eppsim capacity run log (want a %q header)", path, runsFormat)}
 			}
 			if h.Hash != l.hash {
 				what := "--out"
 				if len(l.others) > 0 || !own {
 					what = "--share"
 				}
-				return 0, &scenario.InputError{Err: fmt.Errorf("%s holds the runs of another search (hash %.12s…, this search %.12s…): "+
+				return &scenario.InputError{Err: fmt.Errorf("%s holds the runs of another search (hash %.12s…, this search %.12s…): "+
 					"the traffic, fleet, configurations, SLO or search flags differ; use another %s directory, or --force to start over",
 					path, h.Hash, l.hash, what)}
 			}
-		} else if len(bytes.TrimSpace(text)) > 0 {
-			var r runRecord
-			if err := json.Unmarshal(text, &r); err != nil {
-				return 0, &scenario.InputError{Err: fmt.Errorf("%s:%d: %w", path, line, err)}
-			}
-			if _, seen := l.runs[r.runKey]; !seen {
-				l.runs[r.runKey] = r.Run
-			}
+			return nil
 		}
-		off += end + 1
-		validLen = int64(off)
+		var r runRecord
+		if err := json.Unmarshal(text, &r); err != nil {
+			return &scenario.InputError{Err: fmt.Errorf("%s:%d: %w", path, line, err)}
+		}
+		if _, seen := l.runs[r.runKey]; !seen {
+			l.runs[r.runKey] = r.Run
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-	if line == 0 {
+	if lines == 0 {
 		// Empty, or a header cut short: nothing was recorded yet.
 		return 0, fs.ErrNotExist
 	}

@@ -53,41 +53,61 @@ func readLog(path string) (h *logHeader, recs []Record, validLen int64, err erro
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	line := 0
 	seen := map[int]bool{}
-	for off := 0; off < len(data); {
-		end := bytes.IndexByte(data[off:], '\n')
-		if end < 0 {
-			break // a partial last line: the point was in flight
-		}
-		text := data[off : off+end]
-		line++
+	validLen, err = ScanLines(data, func(line int, text []byte) error {
 		if line == 1 {
 			h = &logHeader{}
 			if err := json.Unmarshal(text, h); err != nil || h.Format != logFormat {
-				return nil, nil, 0, fmt.Errorf("%s:1: not an eppsim sweep points file (want a %q header)", path, logFormat)
+				return fmt.Errorf("%s:1: not an eppsim sweep points file (want a %q header)", path, logFormat)
 			}
-		} else if len(bytes.TrimSpace(text)) > 0 {
-			var r Record
-			if err := json.Unmarshal(text, &r); err != nil {
-				return nil, nil, 0, fmt.Errorf("%s:%d: %w", path, line, err)
-			}
-			if r.Index < 0 || r.Index >= h.Spec.Points || len(r.Values) != len(h.Spec.Dims) {
-				return nil, nil, 0, fmt.Errorf("%s:%d: point %d does not belong to this sweep", path, line, r.Index)
-			}
-			if !seen[r.Index] {
-				seen[r.Index] = true
-				recs = append(recs, r)
-			}
+			return nil
 		}
-		off += end + 1
-		validLen = int64(off)
+		var r Record
+		if err := json.Unmarshal(text, &r); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if r.Index < 0 || r.Index >= h.Spec.Points || len(r.Values) != len(h.Spec.Dims) {
+			return fmt.Errorf("%s:%d: point %d does not belong to this sweep", path, line, r.Index)
+		}
+		if !seen[r.Index] {
+			seen[r.Index] = true
+			recs = append(recs, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	if h == nil {
 		return nil, nil, 0, fmt.Errorf("%s: empty points file", path)
 	}
 	slices.SortFunc(recs, func(a, b Record) int { return a.Index - b.Index })
 	return h, recs, validLen, nil
+}
+
+// ScanLines calls fn on every complete line of a resumable log (numbered
+// from 1; blank lines after the first are skipped) and returns the length
+// of the intact part: a last line without its newline was being written
+// when the writer stopped, and is left out. The first error fn returns
+// ends the scan.
+func ScanLines(data []byte, fn func(line int, text []byte) error) (validLen int64, err error) {
+	line := 0
+	for off := 0; off < len(data); {
+		end := bytes.IndexByte(data[off:], '\n')
+		if end < 0 {
+			break
+		}
+		text := data[off : off+end]
+		line++
+		if line == 1 || len(bytes.TrimSpace(text)) > 0 {
+			if err := fn(line, text); err != nil {
+				return 0, err
+			}
+		}
+		off += end + 1
+		validLen = int64(off)
+	}
+	return validLen, nil
 }
 
 // pointLog appends records to points.jsonl, one flushed line each.

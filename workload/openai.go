@@ -574,15 +574,7 @@ func (r *openaiReader) completionPrompt(prefix string, raw json.RawMessage) ([]u
 			break
 		}
 		// Token ids.
-		ids := make([]uint32, len(elems))
-		for i, e := range elems {
-			var v int64
-			if err := json.Unmarshal(e, &v); err != nil || v < 0 || v >= VocabSize {
-				return nil, r.bad(fmt.Sprintf("%s[%d]", field, i), "expected a token id in [0, %d)", VocabSize)
-			}
-			ids[i] = uint32(v)
-		}
-		return ids, nil
+		return r.decodeIDs(field, elems)
 	default:
 		return nil, r.bad(field, "expected a string, an array of one string, or token ids")
 	}

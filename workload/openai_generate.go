@@ -110,6 +110,12 @@ func (r *openaiReader) tokenIDs(field string, raw json.RawMessage) ([]uint32, er
 	if len(elems) == 0 {
 		return nil, r.bad(field, "empty")
 	}
+	return r.decodeIDs(field, elems)
+}
+
+// decodeIDs decodes the elements of a token-id array, each in
+// [0, VocabSize); errors name the element (field[i]).
+func (r *openaiReader) decodeIDs(field string, elems []json.RawMessage) ([]uint32, error) {
 	ids := make([]uint32, len(elems))
 	for i, e := range elems {
 		var v int64
