@@ -59,7 +59,7 @@ const (
 // Path suffixes of the native generate APIs, as upstream's parsers claim
 // them (vllmhttp/vllmhttp.go, sglanghttp/sglanghttp.go, ebab687).
 const (
-	vllmGenerateSuffix   = "inference/v1/generate"
+	vllmGenerateSuffix   = prefixhash.VLLMGenerateSuffix
 	sglangGenerateSuffix = "generate"
 )
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/eppsim/eppsim/epp"
 	"github.com/eppsim/eppsim/internal/memo"
@@ -118,4 +120,37 @@ func GenerateTokenIDs(body []byte) ([]uint32, error) {
 		return nil, fmt.Errorf("generate body: %w", err)
 	}
 	return b.TokenIDs, nil
+}
+
+// VLLMGenerateSuffix is the path suffix vllmhttp-parser claims (vLLM's
+// native generate API, llm-d-router ebab687 parsers/vllmhttp/vllmhttp.go).
+const VLLMGenerateSuffix = "inference/v1/generate"
+
+// IsVLLMGeneratePath reports whether path (a query string and a trailing
+// slash ignored) ends in VLLMGenerateSuffix.
+func IsVLLMGeneratePath(path string) bool {
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	return strings.HasSuffix(strings.TrimSuffix(path, "/"), VLLMGenerateSuffix)
+}
+
+// GenerateMaxTokens is the client's output cap of a vLLM /inference/v1/generate
+// body, as vllmhttp-parser reads it (llm-d-router ebab687
+// parsers/vllmhttp/vllmhttp.go, parseGenerateRequest, with
+// MaxOutputTokensFromPayload): sampling_params.max_tokens when it is a
+// non-negative whole number, 0 included; ok false when the body sets none
+// (absent, null, negative, fractional or not a number).
+func GenerateMaxTokens(body []byte) (int64, bool) {
+	var wire struct {
+		SamplingParams map[string]any `json:"sampling_params"`
+	}
+	if json.Unmarshal(body, &wire) != nil || wire.SamplingParams == nil {
+		return 0, false
+	}
+	f, ok := wire.SamplingParams["max_tokens"].(float64)
+	if !ok || f < 0 || f != math.Trunc(f) {
+		return 0, false
+	}
+	return int64(f), true
 }

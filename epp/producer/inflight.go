@@ -170,9 +170,11 @@ func (f *InFlightLoad) estimatedOutput(req *epp.Request, input int64) int64 {
 
 // clientMaxTokens reads the client's output cap: for a request whose
 // parser decoded a generate body (sglanghttp-parser), that body's cap
-// (sampling_params.max_new_tokens), ok when set; otherwise the body's
-// max_completion_tokens, else max_tokens, else max_output_tokens, ok when
-// > 0.
+// (sampling_params.max_new_tokens), ok when set; for vLLM's
+// /inference/v1/generate (vllmhttp-parser), sampling_params.max_tokens,
+// ok when set (both from 0, as their parsers read them); otherwise the
+// body's max_completion_tokens, else max_tokens, else max_output_tokens,
+// ok when > 0.
 func clientMaxTokens(req *epp.Request) (int64, bool) {
 	if req == nil {
 		return 0, false
@@ -185,6 +187,9 @@ func clientMaxTokens(req *epp.Request) (int64, bool) {
 	}
 	if len(req.Body) == 0 {
 		return 0, false
+	}
+	if prefixhash.IsVLLMGeneratePath(req.Path) {
+		return prefixhash.GenerateMaxTokens(req.Body)
 	}
 	c := prefixhash.MaxOutputTokens(req.Body)
 	return c, c > 0

@@ -135,19 +135,29 @@ func TestInFlightEstimatedOutput(t *testing.T) {
 	for _, tc := range []struct {
 		params, body string
 		want         int64 // tokens held on dec after PreRequest
+		path         string
 	}{
-		{`{"addEstimatedOutputTokens":true}`, `{}`, 704 + 1500},
-		{`{"addEstimatedOutputTokens":true,"outputRatio":0.25}`, `{}`, 704 + 250},
-		{`{"addEstimatedOutputTokens":true}`, `{"max_tokens":200}`, 704 + 200},
-		{`{"addEstimatedOutputTokens":true}`, `{"max_completion_tokens":300,"max_tokens":200}`, 704 + 300},
-		{`{"addEstimatedOutputTokens":true}`, `{"max_tokens":0}`, 704 + 1500},
-		{`{"addEstimatedOutputTokens":true,"maxEstimatedOutputTokens":100}`, `{"max_tokens":200}`, 704 + 100},
-		{`{"addEstimatedOutputTokens":true,"maxEstimatedOutputTokens":0}`, `{}`, 704},
+		{`{"addEstimatedOutputTokens":true}`, `{}`, 704 + 1500, ""},
+		{`{"addEstimatedOutputTokens":true,"outputRatio":0.25}`, `{}`, 704 + 250, ""},
+		{`{"addEstimatedOutputTokens":true}`, `{"max_tokens":200}`, 704 + 200, ""},
+		{`{"addEstimatedOutputTokens":true}`, `{"max_completion_tokens":300,"max_tokens":200}`, 704 + 300, ""},
+		{`{"addEstimatedOutputTokens":true}`, `{"max_tokens":0}`, 704 + 1500, ""},
+		{`{"addEstimatedOutputTokens":true,"maxEstimatedOutputTokens":100}`, `{"max_tokens":200}`, 704 + 100, ""},
+		{`{"addEstimatedOutputTokens":true,"maxEstimatedOutputTokens":0}`, `{}`, 704, ""},
+		// vLLM's /inference/v1/generate: vllmhttp-parser reads
+		// sampling_params.max_tokens, 0 included; a fractional or negative
+		// one, or a top-level max_tokens, is no cap.
+		{`{"addEstimatedOutputTokens":true}`, `{"token_ids":[1],"sampling_params":{"max_tokens":200}}`, 704 + 200, "/inference/v1/generate"},
+		{`{"addEstimatedOutputTokens":true}`, `{"token_ids":[1],"sampling_params":{"max_tokens":0}}`, 704, "/inference/v1/generate"},
+		{`{"addEstimatedOutputTokens":true}`, `{"token_ids":[1],"sampling_params":{"max_tokens":2.5}}`, 704 + 1500, "/inference/v1/generate"},
+		{`{"addEstimatedOutputTokens":true}`, `{"token_ids":[1],"sampling_params":{"max_tokens":-3}}`, 704 + 1500, "/inference/v1/generate"},
+		{`{"addEstimatedOutputTokens":true}`, `{"token_ids":[1],"max_tokens":200}`, 704 + 1500, "/inference/v1/generate"},
 	} {
 		f := inflightWith(t, tc.params)
 		eps := newEndpoints("dec", "pre")
 		eps[0].Put(approxKey, epp.PrefixCacheMatchInfo{MatchBlocks: 5, TotalBlocks: 16, BlockSizeTokens: 64})
 		req := inflightReq(1000, tc.body)
+		req.Path = tc.path
 		_ = f.Produce(c, req, eps)
 		if got := int64(uncachedOf(t, f, eps[0])); got != tc.want {
 			t.Errorf("%s %s: uncached %d, want %d", tc.params, tc.body, got, tc.want)
