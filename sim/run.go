@@ -591,7 +591,7 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 		router.AddEndpoint(epp.EndpointInfo{Name: spec.Name, Address: spec.Address, Labels: labels})
 	}
 	r.chain = newPromptChain(chain.size(), opts.Seed)
-	r.reuse = workload.NewPrefixReuse(chain.reuseGranularity())
+	r.reuse = workload.NewPrefixReuseGranular(chain.size(), chain.reuseGranularity())
 	router.SetObjectives(opts.Objectives)
 	if r.flow != nil {
 		// The flow controller looks the pool up through this router (a

@@ -185,6 +185,17 @@ type PrefixReuse struct {
 	nodes   map[uint64]int32    // hash-id path: prefix chain -> tokens seen in that trace block
 	chains  map[uint64]struct{} // token path: block chain hashes
 	scratch []byte
+	// g is the granularity of a hit (tokens, ≤ bs; bs for vLLM's whole
+	// blocks). Below bs (an SGLang radix cache, pages of g tokens), a
+	// prefix that hits whole blocks continues into the next block by its
+	// longest common prefix with the block that followed the same chain in
+	// an earlier sequence: tails holds those blocks' tokens (whole or a
+	// sequence's partial last block), keyed by the chain before them and
+	// their first token, and tailSeen the partial ones already kept. So the
+	// work stays per block: one lookup where the whole blocks stop.
+	g        int
+	tails    map[uint64][][]uint32
+	tailSeen map[uint64]struct{}
 }
 
 // ReuseStats is one request's part of a PrefixReuse: Hit tokens found in
@@ -197,7 +208,58 @@ type ReuseStats struct {
 // NewPrefixReuse returns an empty infinite cache of blockSize-token blocks
 // (blockSize > 0).
 func NewPrefixReuse(blockSize int) *PrefixReuse {
-	return &PrefixReuse{bs: max(blockSize, 1), nodes: map[uint64]int32{}, chains: map[uint64]struct{}{}}
+	return NewPrefixReuseGranular(blockSize, blockSize)
+}
+
+// NewPrefixReuseGranular is NewPrefixReuse whose hits count in units of
+// granularity tokens (1 ≤ granularity ≤ blockSize) rather than whole
+// blocks: a prefix cache that reuses any prefix up to the prompt's last
+// token but one, floored to granularity (SGLang's radix cache with pages of
+// that size, sglang-engine.md A.3). Repeated and Full still count whole
+// blocks.
+func NewPrefixReuseGranular(blockSize, granularity int) *PrefixReuse {
+	bs := max(blockSize, 1)
+	p := &PrefixReuse{bs: bs, g: min(max(granularity, 1), bs), nodes: map[uint64]int32{}, chains: map[uint64]struct{}{}}
+	if p.g < bs {
+		p.tails, p.tailSeen = map[uint64][][]uint32{}, map[uint64]struct{}{}
+	}
+	return p
+}
+
+// tailKey keys the tails that follow chain prev and start with token t.
+func tailKey(prev uint64, t uint32) uint64 { return splitmix64(prev ^ uint64(t)*0x9e3779b97f4a7c15) }
+
+// addTail keeps toks (a whole block after chain prev, new to the cache,
+// or a partial last block not seen before under hash h) for extensions.
+func (p *PrefixReuse) addTail(prev uint64, toks []uint32, partial bool, h uint64) {
+	if p.tails == nil || len(toks) == 0 {
+		return
+	}
+	if partial {
+		if _, seen := p.tailSeen[h]; seen {
+			return
+		}
+		p.tailSeen[h] = struct{}{}
+	}
+	k := tailKey(prev, toks[0])
+	p.tails[k] = append(p.tails[k], slices.Clone(toks))
+}
+
+// extension is the longest common prefix of rem (the tokens after chain
+// prev) with a tail kept after prev.
+func (p *PrefixReuse) extension(prev uint64, rem []uint32) int {
+	if p.tails == nil || len(rem) == 0 {
+		return 0
+	}
+	best := 0
+	for _, t := range p.tails[tailKey(prev, rem[0])] {
+		m := 0
+		for m < len(t) && m < len(rem) && t[m] == rem[m] {
+			m++
+		}
+		best = max(best, m)
+	}
+	return best
 }
 
 // byTraceBlocks reports whether r is handled per trace block.
@@ -222,7 +284,7 @@ func (p *PrefixReuse) Add(r *Request) (ReuseStats, error) {
 // p.nodes maps the chain of trace-block ids up to block B (and the salt)
 // to how many tokens of block B any earlier request had.
 func (p *PrefixReuse) hashIDHits(r *Request) ReuseStats {
-	nodes, bs := p.nodes, p.bs
+	nodes, bs, g := p.nodes, p.bs, p.g
 	var hit, repeated, full int64
 	n := r.PromptLen
 	tb := r.HashBlockSize
@@ -242,7 +304,7 @@ func (p *PrefixReuse) hashIDHits(r *Request) ReuseStats {
 		seen, ok := nodes[acc]
 		common := 0
 		if ok {
-			common = min(int(seen), l) / bs * bs
+			common = min(int(seen), l) / g * g
 		}
 		repeated += int64(common / bs)
 		full += int64(l / bs)
@@ -256,7 +318,7 @@ func (p *PrefixReuse) hashIDHits(r *Request) ReuseStats {
 			nodes[acc] = int32(l)
 		}
 	}
-	return ReuseStats{Hit: max(min(hit, int64((n-1)/bs*bs)), 0), Repeated: repeated, Full: full}
+	return ReuseStats{Hit: max(min(hit, int64((n-1)/g*g)), 0), Repeated: repeated, Full: full}
 }
 
 // tokenHits is hashIDHits over materialized tokens.
@@ -278,11 +340,12 @@ func (p *PrefixReuse) tokenHits(r *Request) ReuseStats {
 			binary.LittleEndian.PutUint32(scratch[8+4*i:], t)
 		}
 		d.Reset()
-		d.Write(scratch)
+		d.Write(scratch[:8+4*len(toks)])
 		return d.Sum64()
 	}
 	for b := 0; (b+1)*bs <= n; b++ {
-		h := hashBlock(r.PromptTokens[b*bs : (b+1)*bs])
+		blk := r.PromptTokens[b*bs : (b+1)*bs]
+		h := hashBlock(blk)
 		_, ok := chains[h]
 		full++
 		if ok {
@@ -291,12 +354,23 @@ func (p *PrefixReuse) tokenHits(r *Request) ReuseStats {
 				hit += int64(bs)
 			}
 		} else {
+			if hitting {
+				// The whole blocks stop here; a finer cache goes on.
+				hit += int64(p.extension(prev, blk))
+			}
 			hitting = false
 			chains[h] = struct{}{}
+			p.addTail(prev, blk, false, 0)
 		}
 		prev = h
 	}
-	hit = max(min(hit, int64((n-1)/bs*bs)), 0)
+	if rest := r.PromptTokens[n/bs*bs:]; len(rest) > 0 && p.tails != nil {
+		if hitting {
+			hit += int64(p.extension(prev, rest))
+		}
+		p.addTail(prev, rest, true, hashBlock(rest)^uint64(len(rest)))
+	}
+	hit = max(min(hit, int64(n-1)), 0) / int64(p.g) * int64(p.g)
 	// Cache decode blocks: prompt + output minus the last output token.
 	if len(r.OutputTokenIDs) > 1 {
 		out := r.OutputTokenIDs[:len(r.OutputTokenIDs)-1]
@@ -312,8 +386,25 @@ func (p *PrefixReuse) tokenHits(r *Request) ReuseStats {
 				}
 			}
 			h := hashBlock(blk)
-			chains[h] = struct{}{}
+			if _, ok := chains[h]; !ok {
+				chains[h] = struct{}{}
+				p.addTail(prev, blk, false, 0)
+			}
 			prev = h
+		}
+		if p.tails != nil {
+			if k := total % bs; k > 0 {
+				rest := make([]uint32, k)
+				for i := range rest {
+					pos := total - k + i
+					if pos < n {
+						rest[i] = r.PromptTokens[pos]
+					} else {
+						rest[i] = out[pos-n]
+					}
+				}
+				p.addTail(prev, rest, true, hashBlock(rest)^uint64(k))
+			}
 		}
 	}
 	p.scratch = scratch
