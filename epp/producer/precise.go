@@ -401,13 +401,7 @@ func (s *PrecisePrefixScorer) Produce(c *epp.Cycle, req *epp.Request, eps []*epp
 // Score implements epp.Scorer: match/total per candidate, 0 without match
 // info or with total 0.
 func (s *PrecisePrefixScorer) Score(c *epp.Cycle, req *epp.Request, eps []*epp.Endpoint, scores []float64) {
-	if len(eps) == 0 {
-		return
-	}
-	if _, done := eps[0].Get(s.key); !done {
-		_ = s.Produce(c, req, eps)
-	}
-	scoreMatchInfo(eps, s.key, scores)
+	scoreMatchInfo(c, req, eps, s.key, scores, s.Produce)
 }
 
 // Prepare implements epp.Preparer for the scorer: its Produce's keys, into

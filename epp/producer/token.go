@@ -45,8 +45,16 @@ func pickedTargets(res *epp.Result) (primary, prefill *epp.Endpoint, ok bool) {
 
 // scoreMatchInfo writes matched/total blocks of each endpoint's
 // PrefixCacheMatchInfo under key into scores (0 without the attribute or
-// with total 0): the score of the prefix scorers that own their producer.
-func scoreMatchInfo(eps []*epp.Endpoint, key epp.DataKey, scores []float64) {
+// with total 0): the score of the prefix scorers that own their producer,
+// which runs first (produce) when the cycle has not produced key yet.
+func scoreMatchInfo(c *epp.Cycle, req *epp.Request, eps []*epp.Endpoint, key epp.DataKey, scores []float64,
+	produce func(*epp.Cycle, *epp.Request, []*epp.Endpoint) error) {
+	if len(eps) == 0 {
+		return
+	}
+	if _, done := eps[0].Get(key); !done {
+		_ = produce(c, req, eps)
+	}
 	for i, e := range eps {
 		info, ok := epp.Attr[epp.PrefixCacheMatchInfo](e, key)
 		if !ok || info.TotalBlocks == 0 {

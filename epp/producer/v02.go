@@ -238,13 +238,7 @@ func (v *V02Estimate) Produce(_ *epp.Cycle, req *epp.Request, eps []*epp.Endpoin
 
 // Score is matched/total (0 without hashes), upstream's Score.
 func (v *V02Estimate) Score(c *epp.Cycle, req *epp.Request, eps []*epp.Endpoint, scores []float64) {
-	if len(eps) == 0 {
-		return
-	}
-	if _, done := eps[0].Get(v.key); !done {
-		_ = v.Produce(c, req, eps)
-	}
-	scoreMatchInfo(eps, v.key, scores)
+	scoreMatchInfo(c, req, eps, v.key, scores, v.Produce)
 }
 
 // PreRequest adds the request's hashes to the primary target's LRU (and
