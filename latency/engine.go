@@ -122,20 +122,7 @@ func ParseEngine(data []byte, name, dir string) (*EngineSpec, error) {
 	e := &EngineSpec{File: name}
 	seen := map[string]*yaml.Node{}
 	var modelNode, gpuNode *yaml.Node
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		kn, v := root.Content[i], root.Content[i+1]
-		if kn.Kind != yaml.ScalarNode || kn.ShortTag() != "!!str" {
-			return nil, p.errf(kn, "", "keys must be plain strings")
-		}
-		key := kn.Value
-		norm := strings.ReplaceAll(key, "-", "_")
-		if prev := seen[norm]; prev != nil {
-			return nil, p.errf(kn, key, "given twice (also line %d)", prev.Line)
-		}
-		seen[norm] = kn
-		if v.Kind == yaml.AliasNode {
-			return nil, p.errf(v, key, "aliases are not supported")
-		}
+	err := p.entries(root, "", seen, func(kn, v *yaml.Node, norm, key string) error {
 		var err error
 		switch norm {
 		case "id":
@@ -204,11 +191,12 @@ func ParseEngine(data []byte, name, dir string) (*EngineSpec, error) {
 			if s := suggest.Closest(norm, engineKeys, 3); s != "" {
 				msg += fmt.Sprintf("; did you mean %s?", strings.ReplaceAll(s, "_", "-"))
 			}
-			return nil, p.errf(kn, key, "%s (an engine file takes %s)", msg, strings.ReplaceAll(strings.Join(engineKeys, ", "), "_", "-"))
+			return p.errf(kn, key, "%s (an engine file takes %s)", msg, strings.ReplaceAll(strings.Join(engineKeys, ", "), "_", "-"))
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if modelNode == nil {
 		return nil, p.errf(root, "model", "missing: the Hugging Face id of an embedded config (%s) or a config.json path", strings.Join(arch.Models(), ", "))
@@ -273,21 +261,7 @@ func (p engineParser) sglang(n *yaml.Node, key string) (*replica.SGLangFlags, er
 		return nil, p.errf(n, key, "expected a mapping of SGLang's server flags (%s), got %s", strings.Join(sglangKeys, ", "), describeYAML(n))
 	}
 	f := &replica.SGLangFlags{}
-	seen := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		kn, v := n.Content[i], n.Content[i+1]
-		if kn.Kind != yaml.ScalarNode || kn.ShortTag() != "!!str" {
-			return nil, p.errf(kn, key, "keys must be plain strings")
-		}
-		norm := strings.ReplaceAll(kn.Value, "-", "_")
-		name := key + "." + kn.Value
-		if prev := seen[norm]; prev != nil {
-			return nil, p.errf(kn, name, "given twice (also line %d)", prev.Line)
-		}
-		seen[norm] = kn
-		if v.Kind == yaml.AliasNode {
-			return nil, p.errf(v, name, "aliases are not supported")
-		}
+	err := p.entries(n, key, map[string]*yaml.Node{}, func(kn, v *yaml.Node, norm, name string) error {
 		var err error
 		switch norm {
 		case "mem_fraction_static":
@@ -323,17 +297,49 @@ func (p engineParser) sglang(n *yaml.Node, key string) (*replica.SGLangFlags, er
 			if s := suggest.Closest(norm, sglangKeys, 3); s != "" {
 				msg += fmt.Sprintf("; did you mean %s?", s)
 			}
-			return nil, p.errf(kn, name, "%s (the sglang block takes %s)", msg, strings.Join(sglangKeys, ", "))
+			return p.errf(kn, name, "%s (the sglang block takes %s)", msg, strings.Join(sglangKeys, ", "))
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// The flags read before were valid: an error is this one's.
 		if verr := f.Validate(); verr != nil {
-			return nil, p.errf(v, "", "%w", verr)
+			return p.errf(v, "", "%w", verr)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// entries calls fn on each key of mapping n in order, with the key
+// normalized (- as _) and its name in errors (the key, or block.key within
+// a block): keys must be plain strings given once in seen's terms, and
+// values no aliases.
+func (p engineParser) entries(n *yaml.Node, block string, seen map[string]*yaml.Node, fn func(kn, v *yaml.Node, norm, name string) error) error {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, v := n.Content[i], n.Content[i+1]
+		if kn.Kind != yaml.ScalarNode || kn.ShortTag() != "!!str" {
+			return p.errf(kn, block, "keys must be plain strings")
+		}
+		norm, name := strings.ReplaceAll(kn.Value, "-", "_"), kn.Value
+		if block != "" {
+			name = block + "." + kn.Value
+		}
+		if prev := seen[norm]; prev != nil {
+			return p.errf(kn, name, "given twice (also line %d)", prev.Line)
+		}
+		seen[norm] = kn
+		if v.Kind == yaml.AliasNode {
+			return p.errf(v, name, "aliases are not supported")
+		}
+		if err := fn(kn, v, norm, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // positive is a number above 0.
