@@ -673,6 +673,11 @@ func (e *Engine) retract(now int64) {
 		e.evictFor(len(order) * retractDecodeSteps)
 	}
 	if !e.checkDecodeMem(order) {
+		// Unreachable: A.11's arrival clamp (max_new ≤ max_total −
+		// ceil_P(input) − P − 1) leaves a lone request room for every token
+		// it may decode once the tree's unlocked nodes are evicted, so the
+		// newer code's OOM abort of the last request (A.10 step 2) never
+		// has a case here. A panic is a broken invariant, not an input.
 		panic(fmt.Sprintf("sglang: a lone running request %d does not fit its next decode token", order[0].r.ID))
 	}
 	e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return s.state != stRunning })
