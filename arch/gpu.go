@@ -40,6 +40,12 @@ type GPU struct {
 	// InterconnectGBps its bandwidth per GPU, both directions, in GB/s.
 	Interconnect     string  `json:"interconnect,omitempty"`
 	InterconnectGBps float64 `json:"interconnect_gbps,omitempty"`
+	// ComputeCapability is CUDA's compute capability ("9.0" for Hopper,
+	// "10.0" for B200), which picks vLLM's all-reduce size limits
+	// (vllm/distributed/device_communicators/all_reduce_utils.py); empty
+	// for a part vLLM keeps no limits for, whose all-reduce then never uses
+	// symmetric memory.
+	ComputeCapability string `json:"compute_capability,omitempty"`
 	// LargeBatchDefaults is vLLM's GPU class for its batch defaults
 	// (vllm-engine.md A.5); nil applies vLLM's rule (LargeBatch).
 	LargeBatchDefaults *bool  `json:"large_batch_defaults,omitempty"`

@@ -353,6 +353,11 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 	t := float64(max(tp, 1))
 	p := m.Params()
 	nvlink, oneWay := g.Interconnect == "nvlink", g.InterconnectGBps*1e9/2
+	// The all-reduce carries the activations: BF16 for a bfloat16
+	// checkpoint, and for a float32 one, which vLLM's --dtype auto serves
+	// in the platform's first 16-bit type (BF16 on GPUs that have it);
+	// float16 otherwise. Symmetric memory takes BF16 only (allreduce.go).
+	bf16 := m.Dtype == arch.BF16 || m.Dtype == arch.FP32
 	c := &CalibratedModel{co: co, layers: float64(m.Layers), hidden: float64(m.Hidden), tp: t,
 		kvPerToken: float64(m.KVBytesPerToken(kvElem, tp)),
 		linFlops:   2 * float64(m.LinearParams()) / t,
@@ -360,7 +365,7 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 		attnFlops:  m.AttentionFLOPsPerPair() / t,
 		bw:         g.MemoryBandwidthTBps * 1e12,
 		peak:       g.TFLOPS(fp8) * 1e12,
-		group:      tensorParallel{ranks: max(tp, 1), nvlink: nvlink, oneWay: oneWay},
+		group:      tensorParallel{ranks: max(tp, 1), nvlink: nvlink, oneWay: oneWay, capability: g.ComputeCapability, bf16: bf16},
 		shards:     1,
 	}
 	all := (m.LinearWeightBytes() + m.LMHeadBytes()) / t
@@ -370,7 +375,7 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 		c.shards = float64(max(expertShards, 1))
 		c.expertBytes = routed / (c.moeLayers * c.experts) / c.shards
 		c.denseBytes = all - routed
-		c.expertGroup = tensorParallel{ranks: max(tp, 1) * max(expertShards, 1), nvlink: nvlink, oneWay: oneWay}
+		c.expertGroup = tensorParallel{ranks: max(tp, 1) * max(expertShards, 1), nvlink: nvlink, oneWay: oneWay, capability: g.ComputeCapability, bf16: bf16}
 	} else {
 		c.denseBytes = all
 	}
@@ -382,6 +387,12 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 		c.memo[i].key = blendMemoNone
 	}
 	return c, nil
+}
+
+// withoutSymmetricMemory makes c's all-reduces skip symmetric memory, as
+// an engine that does not enable it runs them (allreduce.go).
+func (c *CalibratedModel) withoutSymmetricMemory() {
+	c.group.capability, c.expertGroup.capability = "", ""
 }
 
 // weightWidth is the bytes per linear weight of m's transformer blocks.

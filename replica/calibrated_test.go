@@ -428,10 +428,11 @@ func TestCalibratedMoESmallBatch(t *testing.T) {
 		t.Errorf("11 tokens: %.9f s, want %.9f s", got, want)
 	}
 	// A batch that reaches every expert reads them all. Its all-reduce of
-	// 4000·5120·2 bytes exceeds the custom kernel's 8 MiB buffer: NCCL's
-	// ring, the buffer once at 450 GB/s × eta_link 0.5.
+	// 4000·5120·2 bytes (39 MiB, BF16) exceeds the custom kernel's 8 MiB
+	// buffer and is below Hopper's 64 MiB for symmetric memory at TP 2:
+	// its two-shot all-reduce, the buffer once at 450 GB/s × 0.52.
 	all := cm.denseBytes + float64(m.MoE.Layers)*16*cm.expertBytes
-	if got := cm.seconds(1, 4000, 0, 0) - 2*48*4000*5120*2/(450e9*0.5); math.Abs(got-math.Max(all/(3.35e12*0.8), (4000*cm.linFlops+cm.lmFlops)/(1979e12*0.5))) > 1e-9 {
+	if got := cm.seconds(1, 4000, 0, 0) - 2*48*4000*5120*2/(450e9*0.52); math.Abs(got-math.Max(all/(3.35e12*0.8), (4000*cm.linFlops+cm.lmFlops)/(1979e12*0.5))) > 1e-9 {
 		t.Errorf("4,000 tokens: %.9f s does not read every expert", got)
 	}
 }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -100,5 +101,45 @@ func TestNewPresetDelaysCalibrated(t *testing.T) {
 	ingest, perTok, jitter := p.Delays()
 	if ingest != c.IngestUs || perTok != c.PerOutputTokenUs || jitter != c.IngestJitter {
 		t.Errorf("delays %g µs, %g µs/token, jitter %g; want the default calibration's %g, %g, %g", ingest, perTok, jitter, c.IngestUs, c.PerOutputTokenUs, c.IngestJitter)
+	}
+}
+
+// TestSGLangWithoutSymmetricMemory: at TP 8 on H100 a vLLM replica's
+// decode all-reduces of 1 MiB run multimem (symmetric memory, on by
+// default in vLLM) and an SGLang replica's the custom two-stage kernel
+// (SGLang enables symmetric memory only with --enable-torch-symm-mem), so
+// the same step of 64 Llama-3.1-70B decodes differs by exactly 2·80 calls
+// of the difference between the two, worked from allreduce.go.
+func TestSGLangWithoutSymmetricMemory(t *testing.T) {
+	m, err := arch.ResolveModel("meta-llama/Llama-3.1-70B-Instruct", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := arch.DefaultGPUs().Lookup("H100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vllm, err := NewPreset(m, g, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg := vllm
+	sg.EngineType = EngineSGLang
+	a, err := vllm.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sg.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := repeat(BatchEntry{NewTokens: 1, Context: 1000}, 64)
+	co := vllm.Calibration.Coefficients
+	size := 64 * 8192 * 2.0 // 1 MiB
+	mm := co.AllReduceUs*1e-6 + (1+1.0/8)*size/(450e9*customLinkShare)
+	two := (co.AllReduceUs+twoStageExtraUs)*1e-6 + 2*7.0/8*size/(450e9*customLinkShare)
+	want := 2 * 80 * (two - mm)
+	if got := float64(b.StepTime(batch)-a.StepTime(batch)) * 1e-9; math.Abs(got-want) > 2e-9 {
+		t.Errorf("SGLang's step is %.6f ms slower than vLLM's, want %.6f ms", got*1e3, want*1e3)
 	}
 }

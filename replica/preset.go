@@ -600,6 +600,12 @@ func (p *Preset) unscaledModel() (StepModel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("preset %s: %w", p.Name, err)
 		}
+		if p.EngineTypeOf() == EngineSGLang {
+			// SGLang runs PyTorch's symmetric-memory all-reduce only with
+			// --enable-torch-symm-mem, off by default: its custom kernel,
+			// then NCCL (allreduce.go).
+			m.withoutSymmetricMemory()
+		}
 		return m, nil
 	case "roofline":
 		return rooflineFor()
