@@ -304,6 +304,9 @@ type CalibratedModel struct {
 	// layers span (1: none), expertGroup their GPUs.
 	shards      float64
 	expertGroup tensorParallel
+	// graphs is the CUDA-graph capture list a step's tokens are padded
+	// to (cudagraph.go; empty: unpadded).
+	graphs cudaGraphSizes
 	// memo caches the blend factor (see blend) by its ratio's bits.
 	memo *[blendMemoSize]blendMemo
 }
@@ -389,6 +392,12 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 	return c, nil
 }
 
+// padToCUDAGraphs makes c run each step of at most g's largest size as
+// the next captured size, as vLLM does (cudagraph.go).
+func (c *CalibratedModel) padToCUDAGraphs(g cudaGraphSizes) {
+	c.graphs = g
+}
+
 // withoutSymmetricMemory makes c's all-reduces skip symmetric memory, as
 // an engine that does not enable it runs them (allreduce.go).
 func (c *CalibratedModel) withoutSymmetricMemory() {
@@ -422,19 +431,23 @@ func (c *CalibratedModel) StepTime(batch []BatchEntry) int64 {
 // read and pairs attention pairs.
 func (c *CalibratedModel) seconds(b, n, kv, pairs float64) float64 {
 	co := &c.co
+	// The forward pass runs on the CUDA graph's padded rows (cudagraph.go):
+	// the linear layers, the router and the all-reduces see them; attention
+	// and the sampler (b sequences) do not.
+	rows := float64(c.graphs.padded(int(n)))
 	w := c.denseBytes
 	if c.experts > 0 {
-		// Expected distinct experts that n independently routed tokens
+		// Expected distinct experts that the rows, routed independently,
 		// reach in one layer (each picks k of E).
-		reached := c.experts * (1 - math.Pow(1-c.k/c.experts, n*c.shards))
+		reached := c.experts * (1 - math.Pow(1-c.k/c.experts, rows*c.shards))
 		w += c.moeLayers * reached * c.expertBytes
 	}
 	flops := c.peak * co.MFU
-	lin := c.blend(w/(c.bw*co.EtaWeights), (n*c.linFlops+b*c.lmFlops)/flops)
+	lin := c.blend(w/(c.bw*co.EtaWeights), (rows*c.linFlops+b*c.lmFlops)/flops)
 	attn := c.blend(c.kvPerToken*kv/(c.bw*co.EtaKV), pairs*c.attnFlops/flops)
 	sec := (co.StepUs+co.LayerUs*c.layers+co.SeqUs*b)*1e-6 + lin + attn
 	if c.tp > 1 || c.shards > 1 {
-		size := n * c.hidden * 2
+		size := rows * c.hidden * 2
 		ar := c.group.seconds(size, co.AllReduceUs, co.EtaLink)
 		if c.shards > 1 {
 			// Each MoE layer's second all-reduce spans the expert group,

@@ -85,18 +85,7 @@ func TestCheckEngineType(t *testing.T) {
 // token): the simulator reads a replica's delays from a copy of its preset
 // whose model was never built.
 func TestNewPresetDelaysCalibrated(t *testing.T) {
-	m, err := arch.ResolveModel("Qwen/Qwen3-32B", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := arch.DefaultGPUs().Lookup("H100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPreset(m, g, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := mustPreset(t, "Qwen/Qwen3-32B", "H100", 2)
 	c := DefaultCalibration().Coefficients
 	ingest, perTok, jitter := p.Delays()
 	if ingest != c.IngestUs || perTok != c.PerOutputTokenUs || jitter != c.IngestJitter {
@@ -111,28 +100,8 @@ func TestNewPresetDelaysCalibrated(t *testing.T) {
 // the same step of 64 Llama-3.1-70B decodes differs by exactly 2·80 calls
 // of the difference between the two, worked from allreduce.go.
 func TestSGLangWithoutSymmetricMemory(t *testing.T) {
-	m, err := arch.ResolveModel("meta-llama/Llama-3.1-70B-Instruct", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := arch.DefaultGPUs().Lookup("H100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vllm, err := NewPreset(m, g, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sg := vllm
-	sg.EngineType = EngineSGLang
-	a, err := vllm.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := sg.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
+	vllm := mustPreset(t, "meta-llama/Llama-3.1-70B-Instruct", "H100", 8)
+	a, b := vllmAndSGLangModels(t, vllm)
 	batch := repeat(BatchEntry{NewTokens: 1, Context: 1000}, 64)
 	co := vllm.Calibration.Coefficients
 	size := 64 * 8192 * 2.0 // 1 MiB
@@ -142,4 +111,38 @@ func TestSGLangWithoutSymmetricMemory(t *testing.T) {
 	if got := float64(b.StepTime(batch)-a.StepTime(batch)) * 1e-9; math.Abs(got-want) > 2e-9 {
 		t.Errorf("SGLang's step is %.6f ms slower than vLLM's, want %.6f ms", got*1e3, want*1e3)
 	}
+}
+
+// mustPreset is NewPreset of an embedded model on a catalogue GPU.
+func mustPreset(t *testing.T, model, gpu string, tp int) Preset {
+	t.Helper()
+	m, err := arch.ResolveModel(model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := arch.DefaultGPUs().Lookup(gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPreset(m, g, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// vllmAndSGLangModels builds the step models of p as a vLLM replica and
+// as an SGLang one.
+func vllmAndSGLangModels(t *testing.T, p Preset) (vllm, sglang StepModel) {
+	t.Helper()
+	sg := p
+	sg.EngineType = EngineSGLang
+	vllm, err := p.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sglang, err = sg.Model(); err != nil {
+		t.Fatal(err)
+	}
+	return vllm, sglang
 }

@@ -603,8 +603,13 @@ func (p *Preset) unscaledModel() (StepModel, error) {
 		if p.EngineTypeOf() == EngineSGLang {
 			// SGLang runs PyTorch's symmetric-memory all-reduce only with
 			// --enable-torch-symm-mem, off by default: its custom kernel,
-			// then NCCL (allreduce.go).
+			// then NCCL (allreduce.go). Its decode CUDA graphs pad too, to
+			// a list of its own that sglang-engine.md does not give, so
+			// its steps stay unpadded.
 			m.withoutSymmetricMemory()
+		} else {
+			e := p.Engine.withDefaults(p.Arch, &p.GPU)
+			m.padToCUDAGraphs(vllmCUDAGraphSizes(e.MaxNumSeqs, e.MaxNumBatchedTokens))
 		}
 		return m, nil
 	case "roofline":
