@@ -27,6 +27,11 @@ package replica
 // decode the padding changes almost nothing; for a mixture of experts at
 // small batches it raises the experts a step reads: Llama-4-Scout's top-1
 // of 16 reaches 7.0 experts with 9 tokens and 10.3 with the 16 they run as.
+//
+// This departs from vllm-engine.md B.1, which counts linear FLOPs per new
+// token and the all-reduce's volume on the step's tokens, and says nothing
+// of CUDA graphs: here both count the padded rows, and so do the experts a
+// mixture of experts reaches. The spec's `roofline` step model keeps B.1.
 
 // cudaGraphSizes is vLLM's default CUDA-graph capture list, held as its
 // largest size (0: no graphs, every step unpadded).
