@@ -74,11 +74,22 @@ type MoE struct {
 // as do attention projections when the ignore list names self_attn
 // (RedHatAI's Llama-4 FP8 checkpoints, for example).
 type Quantization struct {
-	Method        string // quant_method: fp8, compressed-tensors, awq, gptq ("" = none)
+	Method        string // quant_method: fp8, compressed-tensors, awq, gptq, mxfp4 ("" = none)
 	WeightBits    int    // bits per quantised weight
-	Float         bool   // floating-point weights (FP8) rather than integers
+	Float         bool   // floating-point weights (FP8, FP4) rather than integers
 	KeepAttention bool   // attention projections left in the model dtype
-	Ignore        []string
+	// ScaleBits is the shared scale each quantised weight carries, in bits:
+	// MXFP4 stores one 8-bit (E8M0) scale per block of 32 4-bit weights,
+	// 0.25 (OCP Microscaling Formats v1.0; vLLM's Mxfp4MoEMethod keeps
+	// them as uint8 beside the packed weights). 0 where the scales are one
+	// per channel or per 128×128 block, which this count leaves out.
+	ScaleBits float64
+	// ExpertsOnly: only the routed experts are quantised; every other
+	// linear layer stays in the model dtype. vLLM's mxfp4 quantises its
+	// FusedMoE layers alone and serves linear layers unquantised
+	// (quantization/mxfp4.py, Mxfp4Config.get_quant_method).
+	ExpertsOnly bool
+	Ignore      []string
 }
 
 // Dtype is a checkpoint's torch_dtype.
@@ -253,8 +264,8 @@ func (m *Model) AttentionFLOPs(n, c int) float64 {
 func (m *Model) LinearWeightBytes() float64 {
 	p := m.Params()
 	lin, attn := m.linearWidth(), m.attentionWidth()
-	return float64(p.Attention)*attn + float64(p.DenseMLP+p.RoutedExperts+p.SharedExperts)*lin +
-		float64(p.Router)*float64(m.Dtype.ServingBytes())
+	return float64(p.Attention)*attn + float64(p.DenseMLP+p.SharedExperts)*lin +
+		float64(p.RoutedExperts)*m.RoutedExpertWidth() + float64(p.Router)*float64(m.Dtype.ServingBytes())
 }
 
 // LMHeadBytes is the size of the lm_head weights, d·V in the model dtype
@@ -263,16 +274,27 @@ func (m *Model) LMHeadBytes() float64 {
 	return float64(m.Hidden) * float64(m.Vocab) * float64(m.Dtype.ServingBytes())
 }
 
-// linearWidth is the bytes per quantised linear weight.
-func (m *Model) linearWidth() float64 {
+// RoutedExpertWidth is the bytes one routed-expert weight takes as vLLM
+// loads it: the quantised width with its share of block scales, or the
+// serving dtype's for an unquantised checkpoint.
+func (m *Model) RoutedExpertWidth() float64 {
 	if m.Quant.WeightBits > 0 {
-		return float64(m.Quant.WeightBits) / 8
+		return (float64(m.Quant.WeightBits) + m.Quant.ScaleBits) / 8
 	}
 	return float64(m.Dtype.ServingBytes())
 }
 
+// linearWidth is the bytes per weight of the dense MLP and shared
+// experts: quantised like the routed experts unless only those are.
+func (m *Model) linearWidth() float64 {
+	if m.Quant.ExpertsOnly {
+		return float64(m.Dtype.ServingBytes())
+	}
+	return m.RoutedExpertWidth()
+}
+
 func (m *Model) attentionWidth() float64 {
-	if m.Quant.KeepAttention {
+	if m.Quant.KeepAttention || m.Quant.ExpertsOnly {
 		return float64(m.Dtype.ServingBytes())
 	}
 	return m.linearWidth()
@@ -290,8 +312,9 @@ func (m *Model) KVHeadsPerGPU(tp int) int {
 // vocabulary padded to a multiple of 64); k/v projections are replicated
 // when TP exceeds h_kv, MLA's down-projections, routers and norms on every
 // rank. Quantised layers take WeightBits/8 bytes per weight; everything
-// else the serving dtype's 2. Quantisation scales (one per channel or per
-// 128×128 block, < 0.1% of the weights) are not counted.
+// else the serving dtype's 2. Block scales of small blocks count
+// (Quantization.ScaleBits: MXFP4's one per 32 weights); scales of one per
+// channel or per 128×128 block (< 0.1% of the weights) do not.
 func (m *Model) WeightBytes(tp int) int64 { return m.WeightBytesWithExperts(tp, 1) }
 
 // WeightBytesWithExperts is WeightBytes when a mixture of experts' routed
@@ -326,7 +349,7 @@ func (m *Model) WeightBytesWithExperts(tp, experts int) int64 {
 		attn = L * (qo/t + kv)
 	}
 	bytes := attn*attnW +
-		float64(p.DenseMLP+p.SharedExperts)*lin/t + float64(p.RoutedExperts)*lin/(t*float64(max(experts, 1))) +
+		float64(p.DenseMLP+p.SharedExperts)*lin/t + float64(p.RoutedExperts)*m.RoutedExpertWidth()/(t*float64(max(experts, 1))) +
 		float64(p.Router+p.Norms)*b16 + float64(p.Biases)*b16/t +
 		float64(p.Vision)*b16/t
 	vocab := float64((m.Vocab + 63) / 64 * 64)
@@ -391,6 +414,9 @@ func (m *Model) String() string {
 	s += fmt.Sprintf(", %d layers, d=%d, %d heads (%d KV) × %d", m.Layers, m.Hidden, m.Heads, m.KVHeads, m.HeadDim)
 	if m.Quant.Method != "" {
 		s += fmt.Sprintf(", %d-bit weights (%s)", m.Quant.WeightBits, m.Quant.Method)
+		if m.Quant.ExpertsOnly {
+			s = s[:len(s)-1] + ", routed experts only)"
+		}
 	}
 	return s
 }

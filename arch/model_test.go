@@ -206,6 +206,42 @@ func TestWeightBytes(t *testing.T) {
 	}
 }
 
+// TestMXFP4Weights: gpt-oss-20b's MXFP4 checkpoint as vLLM loads it. Only
+// the routed experts are MXFP4, at 4 bits plus one 8-bit scale per 32
+// weights (4.25 bits); attention, router, embedding and lm_head stay BF16.
+// The shapes give 20.9B parameters, the model card's total.
+func TestMXFP4Weights(t *testing.T) {
+	m := mustModel(t, "gpt-oss-20b.json")
+	q := m.Quant
+	if q.Method != "mxfp4" || q.WeightBits != 4 || !q.Float || q.ScaleBits != 0.25 || !q.ExpertsOnly || !q.KeepAttention {
+		t.Fatalf("quantisation %+v", q)
+	}
+	p := m.Params()
+	// Attention per layer: q and o 2880×4096 each, k and v 2880×512 each.
+	if want := int64(24 * (2*2880*4096 + 2*2880*512)); p.Attention != want {
+		t.Errorf("attention %d, want %d", p.Attention, want)
+	}
+	// 32 experts of 3·2880·2880 in each of 24 layers.
+	if want := int64(24 * 32 * 3 * 2880 * 2880); p.RoutedExperts != want {
+		t.Errorf("routed experts %d, want %d", p.RoutedExperts, want)
+	}
+	if total := float64(p.Total()); math.Abs(total/20.9e9-1) > 0.01 {
+		t.Errorf("%.2fB parameters, want about 20.9B", total/1e9)
+	}
+	// Routed experts at 4.25/8 bytes, everything else at 2; the vocabulary
+	// (201088, a multiple of 64) needs no padding.
+	want := float64(p.RoutedExperts)*4.25/8 + 2*float64(p.Attention+p.Router+p.Norms+p.Biases+p.Embedding+p.LMHead)
+	if got := float64(m.WeightBytes(1)); math.Abs(got-want) > 2 {
+		t.Errorf("TP1 weights %.0f, want %.0f", got, want)
+	}
+	if got, want := m.LinearWeightBytes(), float64(p.Attention)*2+float64(p.RoutedExperts)*4.25/8+float64(p.Router)*2; got != want {
+		t.Errorf("linear weight bytes %g, want %g", got, want)
+	}
+	if !strings.Contains(m.String(), "4-bit weights (mxfp4, routed experts only)") {
+		t.Errorf("summary %q", m.String())
+	}
+}
+
 // TestFLOPs: B.1 gives 13.96 GFLOP per token for Llama-3.1-8B and 136.9
 // for 70B; a Mixtral token costs its two experts, not eight.
 func TestFLOPs(t *testing.T) {
@@ -263,7 +299,7 @@ func TestParseErrors(t *testing.T) {
 		{`{` + base + `, "num_local_experts": 8, "num_experts_per_tok": 9}`, "config.json: num_experts_per_tok: 9 exceeds num_local_experts 8"},
 		{`{` + base + `, "num_experts": 8, "num_experts_per_tok": 2}`, "config.json: moe_intermediate_size: required"},
 		{`{` + base + `, "mlp_only_layers": [1, "x"], "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 8}`, "config.json: mlp_only_layers[1]: want an integer"},
-		{`{` + base + `, "quantization_config": {"quant_method": "mxfp4"}}`, `config.json: quantization_config.quant_method: unsupported "mxfp4"`},
+		{`{` + base + `, "quantization_config": {"quant_method": "bitsandbytes"}}`, `config.json: quantization_config.quant_method: unsupported "bitsandbytes"`},
 		{`{` + base + `, "quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 0}}}}}`, "config.json: quantization_config.config_groups.g.weights.num_bits: must be in 1..16, got 0"},
 		{`{"model_type": "llama4", "text_config": {` + base + `, "vocab_size": -1}}`, "config.json: text_config.vocab_size: must be > 0, got -1"},
 		{`{"text_config": [1]}`, "config.json: text_config: want an object"},

@@ -409,6 +409,18 @@ func (e *Experiment) ArchModel() (*arch.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model_arch: %w", err)
 	}
+	// model_arch is a config.json's architecture fields, which may leave
+	// out quantization_config: the run's precision (and the method the
+	// schema records as model_arch.quantization) then say how the weights
+	// are stored, as an embedded config's quantization_config would.
+	var q struct {
+		Method any `json:"quantization"`
+	}
+	_ = json.Unmarshal(e.ModelArch, &q) // ParseModel has read it as an object
+	method, _ := q.Method.(string)
+	if err := m.ApplyPrecision(e.Precision, method); err != nil {
+		return nil, fmt.Errorf("precision: %w", err)
+	}
 	return m, nil
 }
 

@@ -373,7 +373,7 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 	}
 	all := (m.LinearWeightBytes() + m.LMHeadBytes()) / t
 	if e := m.MoE; e != nil && e.Experts > 0 {
-		routed := float64(p.RoutedExperts) * weightWidth(m) / t
+		routed := float64(p.RoutedExperts) * m.RoutedExpertWidth() / t
 		c.moeLayers, c.experts, c.k = float64(e.Layers), float64(e.Experts), float64(e.ExpertsPerToken)
 		c.shards = float64(max(expertShards, 1))
 		c.expertBytes = routed / (c.moeLayers * c.experts) / c.shards
@@ -402,14 +402,6 @@ func (c *CalibratedModel) padToCUDAGraphs(g cudaGraphSizes) {
 // an engine that does not enable it runs them (allreduce.go).
 func (c *CalibratedModel) withoutSymmetricMemory() {
 	c.group.capability, c.expertGroup.capability = "", ""
-}
-
-// weightWidth is the bytes per linear weight of m's transformer blocks.
-func weightWidth(m *arch.Model) float64 {
-	if m.Quant.WeightBits > 0 {
-		return float64(m.Quant.WeightBits) / 8
-	}
-	return float64(m.Dtype.ServingBytes())
 }
 
 // StepTime implements StepModel.

@@ -3,6 +3,8 @@ package replica
 import (
 	"math"
 	"testing"
+
+	"github.com/eppsim/eppsim/arch"
 )
 
 // TestVLLMCUDAGraphSizes: the largest captured size of vLLM's default
@@ -121,5 +123,32 @@ func TestPresetPadsVLLMSteps(t *testing.T) {
 	}
 	if got := a.StepTime(batch) - b.StepTime(batch); got != want {
 		t.Errorf("vLLM's step is %d ns slower than SGLang's, want %d ns (the padding)", got, want)
+	}
+}
+
+// TestCalibratedMXFP4: gpt-oss-20b's routed experts are read at 4.25 bits
+// a weight (MXFP4 and its scales), one expert of one layer at TP 1 being
+// 3·2880·2880·4.25/8 = 13,219,200 bytes; attention, router and lm_head at
+// 2 bytes; and its matrix multiplies run at the BF16 peak, as vLLM's
+// Hopper MXFP4 kernels compute in BF16 (w4a16), not at FP8's.
+func TestCalibratedMXFP4(t *testing.T) {
+	m, err := arch.ResolveModel("gpt-oss-20b.json", "../arch/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mustGPU(t, "H100")
+	c, err := NewCalibratedModel(testCoefficients(), m, &g, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.expertBytes != 13_219_200 {
+		t.Errorf("one expert %.0f bytes, want 13219200", c.expertBytes)
+	}
+	p := m.Params()
+	if want := 2 * float64(p.Attention+p.Router+p.LMHead); c.denseBytes != want {
+		t.Errorf("dense bytes %.0f, want %.0f", c.denseBytes, want)
+	}
+	if c.peak != g.TFLOPS(false)*1e12 || g.TFLOPS(false) == g.TFLOPS(true) {
+		t.Errorf("peak %.3g FLOP/s, want the BF16 %.3g", c.peak, g.TFLOPS(false)*1e12)
 	}
 }
