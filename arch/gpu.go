@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -196,7 +197,52 @@ func (c *GPUCatalogue) index(name string) int {
 			}
 		}
 	}
-	return -1
+	return c.describedIndex(n)
+}
+
+// describedIndex matches a descriptive name such as "H200-141GB-HBM3e
+// (SXM)" or "NVIDIA A100 40GB", the way run records spell the GPU: one
+// family token (the first token of an entry's name: h100, a100, ...), an
+// optional memory size that must be the entry's memory_gb, and words
+// that do not tell parts apart (memory types, "SXM", "GPU"). A PCIe or NVL
+// form names a different part (other bandwidth and power) unless the
+// entry itself is a PCIe card, so it matches nothing. -1 when no single
+// entry fits.
+func (c *GPUCatalogue) describedIndex(n string) int {
+	family, mem, pcie := "", 0, false
+	for _, tok := range strings.FieldsFunc(n, func(r rune) bool { return r == '-' || r == '(' || r == ')' || r == ',' }) {
+		switch {
+		case tok == "nvidia" || tok == "tensor" || tok == "core" || tok == "gpu" || strings.HasPrefix(tok, "sxm") ||
+			strings.HasPrefix(tok, "hbm") || strings.HasPrefix(tok, "gddr"):
+		case tok == "pcie" || tok == "nvl":
+			pcie = true
+		case strings.HasSuffix(tok, "gb") && len(tok) > 2:
+			v, err := strconv.Atoi(strings.TrimSuffix(tok, "gb"))
+			if err != nil || mem != 0 {
+				return -1
+			}
+			mem = v
+		case family == "":
+			family = tok
+		default:
+			return -1
+		}
+	}
+	found := -1
+	for i, g := range c.gpus {
+		name := normalizeGPU(g.Name)
+		if f, _, _ := strings.Cut(name, "-"); f != family {
+			continue
+		}
+		if (mem != 0 && int(g.MemoryGB+0.5) != mem) || (pcie && g.Interconnect != "pcie") {
+			continue
+		}
+		if found >= 0 {
+			return -1 // two entries fit: the name does not say which
+		}
+		found = i
+	}
+	return found
 }
 
 // Lookup returns the GPU called name (or one of its aliases, compared

@@ -170,3 +170,37 @@ func TestReadConfigFileRefusesDevices(t *testing.T) {
 		t.Error("a directory read as a catalogue")
 	}
 }
+
+// TestLookupDescriptiveNames: run records name GPUs as their tools print
+// them; a family, a matching memory size and words that do not tell parts
+// apart find the entry, and a PCIe or NVL form, another memory size or an
+// extra word finds none (those are other parts).
+func TestLookupDescriptiveNames(t *testing.T) {
+	c := DefaultGPUs()
+	for name, want := range map[string]string{
+		"H100-80GB-HBM3 (SXM)":   "H100",
+		"H200-141GB-HBM3e (SXM)": "H200",
+		"NVIDIA H200 141GB":      "H200",
+		"B200-180GB-HBM3e":       "B200",
+		"A100-40GB-HBM2 (SXM4)":  "A100-40GB",
+		"NVIDIA A100 80GB":       "A100-80GB",
+		"L40S PCIe 48GB":         "L40S",
+		"H100 Tensor Core GPU":   "H100",
+		"H100 PCIe":              "",
+		"H100-NVL-94GB":          "",
+		"H100-96GB-HBM3":         "",
+		"H100 Ultra":             "",
+		"A100-SXM4":              "", // 40 or 80 GB: the name does not say
+	} {
+		g, err := c.Lookup(name)
+		if want == "" {
+			if err == nil {
+				t.Errorf("%q: found %s, want none", name, g.Name)
+			}
+			continue
+		}
+		if err != nil || g.Name != want {
+			t.Errorf("%q: %s, %v; want %s", name, g.Name, err, want)
+		}
+	}
+}
