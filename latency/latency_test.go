@@ -282,3 +282,19 @@ func TestLongShippedCalibration(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteDirPredictionsOnly: a file whose runs have no measurement (a
+// prediction of runs not yet made) writes every file, the plot with empty
+// axes; it used to fail drawing a log scale over no points.
+func TestWriteDirPredictionsOnly(t *testing.T) {
+	rep := &Report{Rows: []Row{{Experiment: "x", Scope: "summary", Metric: "ttft_mean", Predicted: 40, Actual: math.NaN(), APE: math.NaN()}}}
+	dir := t.TempDir()
+	if err := rep.WriteDir(dir, 40); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{CSVFile, OOSFile, MarkdownFile, PlotName + ".svg", PlotName + ".png"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -737,7 +737,13 @@ func (r *Report) drawPlot(c draw.Canvas) {
 		p.Add(s)
 		p.Legend.Add(m, s)
 	}
-	if hi > lo {
+	if math.IsInf(lo, 1) {
+		// No run has a measurement (predictions only): empty axes of one
+		// decade rather than a log scale over nothing.
+		p.Title.Text += ": no measured values"
+		lo, hi = 10, 100
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
+	} else {
 		lo, hi = lo/1.5, hi*1.5
 		id, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
 		if err == nil {
