@@ -178,6 +178,9 @@ func (m *Model) parse(f, root *fields) error {
 	if err := m.parseMLA(f); err != nil {
 		return err
 	}
+	if err := m.parseSlidingWindow(f); err != nil {
+		return err
+	}
 	if err := m.parseMLP(f); err != nil {
 		return err
 	}
@@ -185,6 +188,73 @@ func (m *Model) parse(f, root *fields) error {
 		return err
 	}
 	return m.parseVision(root)
+}
+
+// parseSlidingWindow reads which layers attend to a sliding window of
+// sliding_window tokens, as transformers lays them out:
+//   - layer_types (gpt-oss, newer Gemma and Qwen configs): the layers
+//     marked "sliding_attention";
+//   - otherwise use_sliding_window false (Qwen2/Qwen3): none;
+//   - sliding_window_pattern N (Gemma-3): all but every N-th layer;
+//   - model_type gemma2: every other layer, the first included;
+//   - use_sliding_window true (Qwen2): the layers from max_window_layers on;
+//   - a sliding_window alone (Mistral-7B-v0.1): every layer.
+func (m *Model) parseSlidingWindow(f *fields) error {
+	w, hasW, err := f.nonNegative("sliding_window")
+	if err != nil {
+		return err
+	}
+	var types []string
+	if err := f.appendStrings("layer_types", &types); err != nil {
+		return err
+	}
+	use, hasUse, err := f.bool("use_sliding_window")
+	if err != nil {
+		return err
+	}
+	n := 0
+	switch {
+	case types != nil:
+		if len(types) != m.Layers {
+			return f.errf("layer_types", "%d entries for %d layers", len(types), m.Layers)
+		}
+		for _, t := range types {
+			if t == "sliding_attention" {
+				n++
+			}
+		}
+	case !hasW || w == 0 || (hasUse && !use):
+	default:
+		pattern, hasPattern, err := f.int("sliding_window_pattern")
+		switch {
+		case err != nil:
+			return err
+		case hasPattern && pattern <= 0:
+			return f.errf("sliding_window_pattern", "must be > 0, got %d", pattern)
+		case hasPattern:
+			n = m.Layers - m.Layers/pattern
+		case m.Type == "gemma2":
+			n = (m.Layers + 1) / 2
+		case hasUse && use:
+			first, ok, err := f.nonNegative("max_window_layers")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				first = 0
+			}
+			n = max(0, m.Layers-first)
+		default:
+			n = m.Layers
+		}
+	}
+	if n > 0 && (!hasW || w == 0) {
+		return f.errf("sliding_window", "required: %d layers are sliding_attention", n)
+	}
+	if n > 0 {
+		m.SlidingWindow, m.SlidingLayers = w, n
+	}
+	return nil
 }
 
 // knownFamily reports model types whose config classes default

@@ -41,6 +41,9 @@ type Model struct {
 	MoE *MoE
 	// Quant is the checkpoint's weight quantisation (zero: none).
 	Quant Quantization
+	// SlidingLayers of the Layers attend only to the last SlidingWindow
+	// tokens (0: every layer attends to the whole context).
+	SlidingWindow, SlidingLayers int
 	// VisionParams estimates a multimodal encoder's parameters (0: none).
 	VisionParams int64
 }
@@ -387,6 +390,27 @@ func (m *Model) KVBytesPerToken(elem, tp int) int64 {
 		return L * int64(a.KVLoraRank+a.QKRopeHeadDim) * e
 	}
 	return L * 2 * int64(m.KVHeadsPerGPU(tp)) * int64(m.HeadDim) * e
+}
+
+// KVBlockLayers is the layers whose KV pages one vLLM block holds. With
+// one attention type it is every layer. A hybrid model (full and
+// sliding-window layers) is split by vLLM's hybrid KV cache manager into
+// groups of equal size, each with its own block table over one shared
+// pool; the group size is the smaller of the two layer counts, or the
+// larger when it is under 1.5 times the smaller (v1/core/kv_cache_utils.py,
+// _get_kv_cache_groups_uniform_page_size), and a block is that many
+// layers' pages. gpt-oss-120b's 18 + 18 layers make blocks of 18 layers,
+// Gemma-3-27B's 10 full and 52 sliding blocks of 10.
+func (m *Model) KVBlockLayers() int {
+	s := m.SlidingLayers
+	if s <= 0 || s >= m.Layers {
+		return m.Layers
+	}
+	lo, hi := min(s, m.Layers-s), max(s, m.Layers-s)
+	if float64(hi) < 1.5*float64(lo) {
+		return hi
+	}
+	return lo
 }
 
 // CheckTP reports whether vLLM can split the model tp ways: the attention

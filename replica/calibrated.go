@@ -307,6 +307,10 @@ type CalibratedModel struct {
 	// graphs is the CUDA-graph capture list a step's tokens are padded
 	// to (cudagraph.go; empty: unpadded).
 	graphs cudaGraphSizes
+	// window is the sliding window of the slide share of the layers
+	// (arch.Model.SlidingLayers; 0: none): they read and attend to at
+	// most the last window tokens of the context.
+	window, slide float64
 	// memo caches the blend factor (see blend) by its ratio's bits.
 	memo *[blendMemoSize]blendMemo
 }
@@ -371,6 +375,9 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 		group:      tensorParallel{ranks: max(tp, 1), nvlink: nvlink, oneWay: oneWay, capability: g.ComputeCapability, bf16: bf16},
 		shards:     1,
 	}
+	if m.SlidingLayers > 0 {
+		c.window, c.slide = float64(m.SlidingWindow), float64(m.SlidingLayers)/float64(m.Layers)
+	}
 	all := (m.LinearWeightBytes() + m.LMHeadBytes()) / t
 	if e := m.MoE; e != nil && e.Experts > 0 {
 		routed := float64(p.RoutedExperts) * m.RoutedExpertWidth() / t
@@ -415,6 +422,19 @@ func (c *CalibratedModel) StepTime(batch []BatchEntry) int64 {
 		n += nn
 		kv += ctx + nn
 		pairs += nn * (ctx + (nn+1)/2)
+	}
+	if c.window > 0 {
+		// Sliding-window layers read the last window tokens before the
+		// new ones and attend at most window back: the slide share of
+		// kvPerToken and attnFlops sees those instead.
+		var kvw, pairsw float64
+		for _, e := range batch {
+			nn, ctx := float64(e.NewTokens), float64(e.Context)
+			kvw += min(ctx, c.window) + nn
+			pairsw += nn * min(ctx+(nn+1)/2, c.window)
+		}
+		kv = (1-c.slide)*kv + c.slide*kvw
+		pairs = (1-c.slide)*pairs + c.slide*pairsw
 	}
 	return int64(c.seconds(float64(len(batch)), n, kv, pairs)*1e9 + 0.5)
 }

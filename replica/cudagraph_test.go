@@ -152,3 +152,45 @@ func TestCalibratedMXFP4(t *testing.T) {
 		t.Errorf("peak %.3g FLOP/s, want the BF16 %.3g", c.peak, g.TFLOPS(false)*1e12)
 	}
 }
+
+// TestSlidingWindowKV: gpt-oss-20b, 12 of its 24 layers on a 128-token
+// window. A vLLM block is the hybrid manager's group of 12 layers, 2 B ×
+// 2 (K and V) × 8 heads × 64 × 12 layers × 16 tokens = 393,216 bytes (the
+// whole model's would be twice that); a decode at context 1,000 reads
+// half its KV as 1,001 tokens and half as 129, and attends 1,001 and 128
+// pairs.
+func TestSlidingWindowKV(t *testing.T) {
+	m, err := arch.ResolveModel("gpt-oss-20b.json", "../arch/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mustGPU(t, "H100")
+	capacity, err := ComputeKVCapacity(m, &g, 1, EngineArgs{MaxNumSeqs: 128, MaxNumBatchedTokens: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capacity.BytesPerBlock != 393_216 || capacity.BytesPerToken != 2*2*8*64*24 {
+		t.Errorf("block %d bytes, token %d bytes; want 393216 and %d", capacity.BytesPerBlock, capacity.BytesPerToken, 2*2*8*64*24)
+	}
+	c, err := NewCalibratedModel(testCoefficients(), m, &g, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.StepTime([]BatchEntry{{NewTokens: 1, Context: 1000, Decode: true}})
+	want := int64(c.seconds(1, 1, 0.5*1001+0.5*129, 0.5*1001+0.5*128)*1e9 + 0.5)
+	if got != want {
+		t.Errorf("decode at 1000: %d ns, want %d ns", got, want)
+	}
+	// Within the window nothing changes.
+	got = c.StepTime([]BatchEntry{{NewTokens: 1, Context: 100, Decode: true}})
+	if want := int64(c.seconds(1, 1, 101, 101)*1e9 + 0.5); got != want {
+		t.Errorf("decode at 100: %d ns, want %d ns", got, want)
+	}
+	// A 512-token chunk after 1,000: full layers read 1,512 tokens and
+	// attend 512·(1000 + 256.5) pairs; sliding ones read 128 + 512 and
+	// attend at most 128 back, 512·128.
+	got = c.StepTime([]BatchEntry{{NewTokens: 512, Context: 1000}})
+	if want := int64(c.seconds(1, 512, 0.5*1512+0.5*640, 0.5*512*1256.5+0.5*512*128)*1e9 + 0.5); got != want {
+		t.Errorf("chunk after 1000: %d ns, want %d ns", got, want)
+	}
+}
