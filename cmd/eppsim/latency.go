@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -301,6 +302,7 @@ type calibrateFlags struct {
 	out         string
 	engine      string
 	start       string
+	cont        string
 	name        string
 	free        string
 	budget      int
@@ -348,6 +350,7 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 	fl.StringVar(&f.out, "out", "", "calibration file to write (required)")
 	fl.StringVar(&f.engine, "engine", "", engineHelp)
 	fl.StringVar(&f.start, "start", "", "calibration to start from, the full fit and every --protocol refit alike (default: the documented prior, replica/calibrations/prior.yaml; starting from a calibration fitted on the same runs would carry what the held-out runs taught it into the refits)")
+	fl.StringVar(&f.cont, "continue", "", "calibration FILE to continue: the full fit starts from FILE's coefficients, and FILE's out-of-sample folds, their figures and its intervals are kept as they are (each fold was refitted without the full fit, so continuing it does not change them); FILE's leave-one-model-out folds must have held out exactly these inputs' fitted runs, with these metric weights; not with --start, --protocol or --weight-candidate")
 	fl.StringVar(&f.name, "name", "", "name of the calibration (default: the --out file's base name)")
 	fl.StringVar(&f.free, "free", strings.Join(latency.DefaultFree, ","), "coefficients to fit, comma-separated (of "+strings.Join(replica.CoefficientNames, ", ")+")")
 	fl.IntVar(&f.budget, "budget", 300, "objective evaluations of the fit (each simulates every fitted run)")
@@ -418,6 +421,17 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 			return withExitCode(2, fmt.Errorf("--start: %w", err))
 		}
 	}
+	var carried *replica.Calibration
+	if f.cont != "" {
+		if f.start != "" || len(protocols) > 0 || len(candidates) > 0 {
+			return withExitCode(2, fmt.Errorf("--continue %s: continues a full fit and keeps that file's protocols; it takes no --start, --protocol or --weight-candidate", f.cont))
+		}
+		c, err := loadCalibration(f.cont)
+		if err != nil {
+			return withExitCode(2, fmt.Errorf("--continue: %w", err))
+		}
+		carried, start = &c, c
+	}
 	var free []string
 	for _, n := range strings.Split(f.free, ",") {
 		if n = strings.TrimSpace(n); n != "" {
@@ -456,6 +470,11 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 			return withExitCode(2, err)
 		}
 		return err
+	}
+	if carried != nil {
+		if err := carryProtocols(&res.Calibration, *carried, res.Results, weights); err != nil {
+			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
+		}
 	}
 	y, err := res.Calibration.MarshalYAML()
 	if err != nil {
@@ -526,6 +545,55 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		fmt.Fprintf(w, "\nreport: %s\n", f.report)
 	}
 	fmt.Fprintf(w, "wrote %s\n", f.out)
+	return nil
+}
+
+// carryProtocols gives cal, a full fit continued from from, from's
+// out-of-sample folds, their figures (every fit key but the in-sample
+// mape_*) and its intervals. They stay valid because no fold was fitted
+// from the full fit (each starts from the prior), provided they held out
+// the same runs with the same objective: from's leave-one-model-out folds
+// must partition exactly the runs this fit was fitted on (results that
+// are not overloaded), each with the metric weights given now.
+func carryProtocols(cal *replica.Calibration, from replica.Calibration, results []*latency.Result, weights map[string]float64) error {
+	fitted := map[string]bool{}
+	for _, r := range results {
+		if !r.Experiment.Overloaded() {
+			fitted[r.Experiment.ID] = true
+		}
+	}
+	held := map[string]bool{}
+	for _, fd := range from.Folds {
+		if !maps.Equal(fd.Weights, weights) {
+			return fmt.Errorf("fold %s/%s was fitted with metric weights %v, this fit with %v", fd.Protocol, fd.HeldOut, fd.Weights, weights)
+		}
+		if fd.Protocol != "model" {
+			continue
+		}
+		for _, id := range fd.Runs {
+			if !fitted[id] {
+				return fmt.Errorf("its leave-one-model-out folds hold out %s, which these inputs do not fit", id)
+			}
+			held[id] = true
+		}
+	}
+	if len(held) == 0 {
+		return errors.New("it has no leave-one-model-out folds to keep")
+	}
+	for id := range fitted {
+		if !held[id] {
+			return fmt.Errorf("its leave-one-model-out folds never hold out %s, which these inputs fit", id)
+		}
+	}
+	cal.Folds, cal.Intervals = from.Folds, from.Intervals
+	for k, v := range from.Fit {
+		if !strings.HasPrefix(k, "mape_") {
+			if cal.Fit == nil {
+				cal.Fit = map[string]float64{}
+			}
+			cal.Fit[k] = v
+		}
+	}
 	return nil
 }
 

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/eppsim/eppsim/replica"
 )
 
 // resultsDirs are the inference-perf results directories of the latency
@@ -196,5 +201,106 @@ func TestCalibrateProtocols(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "calibrate", resultsDirs.codegen, "--out", out+"2", "--protocol", "seed"); exitCode(err) != 2 || !strings.Contains(err.Error(), `unknown protocol "seed"`) {
 		t.Errorf("--protocol seed: %v", err)
+	}
+}
+
+// TestCalibrateContinue: --continue FILE starts the full fit from FILE's
+// coefficients and keeps FILE's folds, protocol figures and intervals,
+// provided FILE's leave-one-model-out folds held out exactly the runs this
+// fit fits; otherwise it exits 2 and writes nothing.
+func TestCalibrateContinue(t *testing.T) {
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first.yaml")
+	report := filepath.Join(dir, "report")
+	if _, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", first, "--budget", "2",
+		"--stage-limit", "20", "--report", report, "--quiet"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	csv, err := os.ReadFile(filepath.Join(report, "latency.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, line := range strings.Split(string(csv), "\n")[1:] {
+		if id, _, ok := strings.Cut(line, ","); ok && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != 2 {
+		t.Fatalf("runs %q", ids)
+	}
+	y, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := replica.ParseCalibration(y, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withFolds := func(runs ...string) string {
+		c := cal
+		c.Coefficients.IngestUs = 6543.25 // far from the prior's 5000: the continued fit must start here
+		c.Folds = nil
+		for i, id := range runs {
+			c.Folds = append(c.Folds, replica.CalibrationFold{Protocol: "model", HeldOut: fmt.Sprintf("model %d", i), Runs: []string{id}, TrainedOn: 1, Coefficients: cal.Coefficients})
+		}
+		c.Intervals = map[string]replica.Interval{"itl_mean": {Low: 0.9, High: 1.2, Runs: 2}}
+		c.Fit = maps.Clone(c.Fit)
+		c.Fit["lomo_mape_itl_mean"] = 12.5
+		out, err := c.MarshalYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("with-%d.yaml", len(runs)))
+		if err := os.WriteFile(p, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := withFolds(ids...)
+	next := filepath.Join(dir, "next.yaml")
+	if _, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", next, "--budget", "2",
+		"--stage-limit", "20", "--continue", good, "--quiet"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	y, err = os.ReadFile(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := replica.ParseCalibration(y, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Folds) != 2 || got.Folds[1].Runs[0] != ids[1] || got.Intervals["itl_mean"].High != 1.2 ||
+		got.Fit["lomo_mape_itl_mean"] != 12.5 || got.Fit["mape_itl_mean"] == 0 {
+		t.Errorf("continued calibration: folds %v, intervals %v, fit %v", got.Folds, got.Intervals, got.Fit)
+	}
+	// With one evaluation the fit has not moved far from its start, FILE's
+	// coefficients (Nelder-Mead's first step moves one coordinate).
+	one := filepath.Join(dir, "one.yaml")
+	if _, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", one, "--budget", "1",
+		"--stage-limit", "20", "--continue", good, "--quiet"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if y, err = os.ReadFile(one); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := replica.ParseCalibration(y, one); err != nil || c.Coefficients.IngestUs != 6543.25 {
+		t.Errorf("one evaluation: %+v, want ingest_us 6543.25 from --continue's file (%v)", c.Coefficients, err)
+	}
+	// Folds that never held out one of the fitted runs do not describe
+	// this fit.
+	partial := withFolds(ids[0])
+	bad := filepath.Join(dir, "bad.yaml")
+	_, _, err = runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", bad, "--budget", "2",
+		"--stage-limit", "20", "--continue", partial, "--quiet")
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "never hold out "+ids[1]) {
+		t.Errorf("partial folds: %v", err)
+	}
+	if _, err := os.Stat(bad); err == nil {
+		t.Error("a refused --continue wrote its --out")
+	}
+	if _, _, err := runCLI(t, "calibrate", resultsDirs.codegen, "--out", bad, "--continue", good, "--protocol", "model"); exitCode(err) != 2 {
+		t.Errorf("--continue with --protocol: %v", err)
 	}
 }
