@@ -400,6 +400,12 @@ func (e *Experiment) ArchModel() (*arch.Model, error) {
 		return m, nil
 	}
 	if m, err := arch.LookupModel(e.Model); err == nil {
+		// An embedded config without quantization_config served at a
+		// quantised precision is vLLM's online quantisation of it
+		// (--quantization fp8, for example): the precision says how.
+		if err := m.ApplyPrecision(e.Precision, ""); err != nil {
+			return nil, fmt.Errorf("precision: %w", err)
+		}
 		return m, nil
 	}
 	if len(e.ModelArch) == 0 {
