@@ -33,6 +33,20 @@ type File struct {
 	About       json.RawMessage `json:"about,omitempty"`
 	Sources     json.RawMessage `json:"sources,omitempty"`
 	Experiments []Experiment    `json:"experiments"`
+	// Refused are the well-formed runs that cannot be simulated (a model
+	// that does not fit its GPUs, an unknown GPU or quantisation, a TP
+	// that does not divide the heads), set aside by Parse with the reason:
+	// the file's other runs are still validated and calibrated on. A
+	// malformed run (a field of the wrong type or out of range) fails the
+	// whole file instead.
+	Refused []RefusedRun `json:"-"`
+}
+
+// RefusedRun is a run Parse set aside, and why (the error names the file,
+// the run and the field, as a failed Parse would).
+type RefusedRun struct {
+	ID  string
+	Err error
 }
 
 // Experiment is one measured (or to-be-predicted) serving run: a single
@@ -232,6 +246,19 @@ func Parse(data []byte, name string) (*File, error) {
 		}
 		seen[e.ID] = true
 	}
+	kept := f.Experiments[:0]
+	for i := range f.Experiments {
+		e := f.Experiments[i]
+		if err := e.resolve(); err != nil {
+			f.Refused = append(f.Refused, RefusedRun{ID: e.ID, Err: fmt.Errorf("%s: experiments[%d] (%s): %w", name, i, e.ID, err)})
+			continue
+		}
+		kept = append(kept, e)
+	}
+	f.Experiments = kept
+	if len(f.Experiments) == 0 {
+		return nil, f.Refused[0].Err
+	}
 	return &f, nil
 }
 
@@ -332,11 +359,16 @@ func (e *Experiment) check() error {
 	if e.IsSGLang() && e.DataParallel() > 1 {
 		return fmt.Errorf("dp: %d: an SGLang run is one engine here (SGLang's --dp-size, behind its own router, is not simulated)", e.DataParallel())
 	}
+	return nil
+}
+
+// resolve builds what Spec builds, so that a run vLLM (or inference-perf)
+// would refuse is refused when the file is read, not when it is
+// simulated (Parse sets such runs aside in File.Refused).
+func (e *Experiment) resolve() error {
 	if e.IPerfConfig != nil {
 		return nil // LoadResultsDir builds the run's Spec, naming the engine file
 	}
-	// What Spec builds, so that a run vLLM (or inference-perf) would
-	// refuse is an error of the experiments file, not of its simulation.
 	if _, err := e.enginePreset(); err != nil {
 		return err
 	}

@@ -326,6 +326,7 @@ func LoadInputs(paths []string, engineFile string) (*File, error) {
 				return nil, err
 			}
 			exps = f.Experiments
+			out.Refused = append(out.Refused, f.Refused...)
 			if out.About == nil {
 				out.About, out.Sources = f.About, f.Sources
 			}

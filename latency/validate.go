@@ -62,6 +62,9 @@ type Report struct {
 	// in-sample intervals by run id and metric (whole runs).
 	Coverage []Coverage
 	Bounds   map[string]map[string]Bounds
+	// Refused are the input's runs that could not be simulated
+	// (File.Refused); they are in no figure.
+	Refused []RefusedRun
 }
 
 // ProtocolRows are one protocol's held-out predictions.
@@ -90,7 +93,7 @@ func Validate(ctx context.Context, f *File, source string, c replica.Calibration
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Source: source, Calibration: c, Results: res, Rows: Rows(res), OutOfSample: oos}
+	r := &Report{Source: source, Calibration: c, Results: res, Rows: Rows(res), OutOfSample: oos, Refused: f.Refused}
 	if err := r.SetCoverage(ctx, o, workers); err != nil {
 		return nil, err
 	}
@@ -520,7 +523,15 @@ func (r *Report) Markdown() []byte {
 	if r.Calibration.FittedOn != "" {
 		fmt.Fprintf(&b, " (fitted on %s)", r.Calibration.FittedOn)
 	}
-	b.WriteString(".\n\nMAPE is the mean of |predicted − actual| / actual over whole runs (the published comparisons' definition); " +
+	b.WriteString(".\n\n")
+	if len(r.Refused) > 0 {
+		fmt.Fprintf(&b, "**Refused %d of %d runs**, not simulated and in no figure below:\n\n", len(r.Refused), len(r.Refused)+len(r.Results))
+		for _, rr := range r.Refused {
+			fmt.Fprintf(&b, "- `%s`: %v\n", rr.ID, rr.Err)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("MAPE is the mean of |predicted − actual| / actual over whole runs (the published comparisons' definition); " +
 		"itl_mean is (E2E mean − TTFT mean) / (output_len − 1) on both sides. Overloaded runs are checked apart (below). " +
 		"Metrics are defined in docs/latency.md.\n\n")
 

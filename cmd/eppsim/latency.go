@@ -44,7 +44,11 @@ on an SGLang replica with the same step-time model (docs/latency.md, "SGLang run
 run is simulated with its own config.yaml (constant or poisson load of shared_prefix, random or
 synthetic data, streamed, ignore_eos), its latencies read from the reports (seconds there). The
 runs of all inputs are pooled; run ids must be unique (a results directory's id is its path, or
-id: in its engine file). docs/latency.md, "Your own runs", has the details:
+id: in its engine file). A run of an experiments file that is well formed but cannot be simulated
+(its GPU not in the catalogue, a model that does not fit it, a quantisation eppsim does not read)
+is refused apart: listed with its reason before the figures (and in latency.md), the others
+validated or fitted; a malformed field fails the whole file. docs/latency.md, "Your own runs",
+has the details:
 
   eppsim validate latency reports-20260301-120000/ --out out/mine
   eppsim calibrate ../shared/latency/experiments.json run-a/ run-b/ --out mine.yaml`
@@ -116,6 +120,19 @@ func loadInputs(paths []string, engine string) (*latency.File, string, error) {
 	return f, strings.Join(paths, ", "), nil
 }
 
+// reportRefused says which runs the inputs hold that cannot be simulated
+// (latency.File.Refused): each with its reason, on w, before the figures
+// of the others, so that no figure is read as covering them.
+func reportRefused(w io.Writer, f *latency.File) {
+	if len(f.Refused) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "refused %d of %d runs (not simulated, in no figure below):\n", len(f.Refused), len(f.Refused)+len(f.Experiments))
+	for _, r := range f.Refused {
+		fmt.Fprintf(w, "  %v\n", r.Err)
+	}
+}
+
 // loadCalibration reads --calibration, or returns the shipped one.
 func loadCalibration(path string) (replica.Calibration, error) {
 	if path == "" {
@@ -160,6 +177,7 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
+	reportRefused(w, file)
 	printMAPE(w, "MAPE", append([]mapeRow{{"eppsim, in sample", rep.MAPEs()}}, protocolRows(rep)...)...)
 	printMedians(w, rep)
 	printKnee(w, rep)
@@ -442,6 +460,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	if err != nil {
 		return err
 	}
+	reportRefused(cmd.ErrOrStderr(), file)
 	bases := make([]string, len(paths))
 	for i, p := range paths {
 		bases[i] = filepath.Base(p)

@@ -304,3 +304,40 @@ func TestCalibrateContinue(t *testing.T) {
 		t.Errorf("--continue with --protocol: %v", err)
 	}
 }
+
+// TestValidateRefusesRunsApart: a well-formed run that cannot be simulated
+// (here an H100 PCIe, which the catalogue does not hold) is set aside
+// with its reason, on stdout and in latency.md, and the file's other runs
+// are validated; a file of such runs alone still fails (exit 2).
+func TestValidateRefusesRunsApart(t *testing.T) {
+	const run = `{"id": %q, "model": "meta-llama/Llama-3.1-8B-Instruct", "hardware": %q, "tp": 1,
+	  "engine": {"max_num_seqs": 64, "max_num_batched_tokens": 2048, "max_model_len": 4096},
+	  "workload": {"shared_prefix_requested": {"system_prompt_len": 50, "question_len": 200, "output_len": 30},
+	   "stages": [{"rate_rps": 2, "duration_s": 10}]}}`
+	dir := t.TempDir()
+	both := filepath.Join(dir, "both.json")
+	doc := `{"experiments": [` + fmt.Sprintf(run, "ok", "H100") + "," + fmt.Sprintf(run, "pcie", "H100 PCIe") + `]}`
+	if err := os.WriteFile(both, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	stdout, stderr, err := runCLI(t, "validate", "latency", both, "--out", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	const why = `both.json: experiments[1] (pcie): hardware: unknown GPU "H100 PCIe"`
+	if !strings.Contains(stdout, "refused 1 of 2 runs") || !strings.Contains(stdout, why) || !strings.Contains(stdout, ": 1 runs") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "latency.md"))
+	if err != nil || !strings.Contains(string(md), "**Refused 1 of 2 runs**") || !strings.Contains(string(md), why) {
+		t.Errorf("latency.md (%v):\n%s", err, md)
+	}
+	alone := filepath.Join(dir, "alone.json")
+	if err := os.WriteFile(alone, []byte(`{"experiments": [`+fmt.Sprintf(run, "pcie", "H100 PCIe")+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCLI(t, "validate", "latency", alone, "--out", filepath.Join(dir, "out2")); exitCode(err) != 2 || !strings.Contains(err.Error(), "alone.json: experiments[0] (pcie): hardware: unknown GPU") {
+		t.Errorf("a file of refused runs only: %v", err)
+	}
+}
