@@ -146,6 +146,11 @@ func loadCalibration(path string) (replica.Calibration, error) {
 }
 
 func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []string) error {
+	// Handle signals from the start: reading the inputs can take a while,
+	// and a signal then must end the command as it does later (no output,
+	// its exit code), not kill it.
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
 	if f.out == "" {
 		return withExitCode(2, errors.New("--out is required"))
 	}
@@ -163,8 +168,6 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	if err := checkOutDir(f.out, f.force); err != nil {
 		return withExitCode(2, err)
 	}
-	ctx, stop := signalContext(cmd.Context())
-	defer stop()
 	rep, err := latency.Validate(ctx, file, source, c, latency.Options{Seed: f.seed}, f.workers)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -393,6 +396,8 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 }
 
 func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error {
+	ctx, stop := signalContext(cmd.Context()) // from the start, as validate latency's
+	defer stop()
 	switch {
 	case f.out == "":
 		return withExitCode(2, errors.New("--out is required (the calibration file to write)"))
@@ -473,8 +478,6 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	if !f.quiet {
 		progress = cmd.ErrOrStderr()
 	}
-	ctx, stop := signalContext(cmd.Context())
-	defer stop()
 	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
 		Start: start, Free: free, Budget: f.budget, FoldBudget: f.foldBudget, StageLimit: f.stageLimit,
 		Protocols: protocols, Weights: weights, Candidates: candidates, InnerFolds: f.innerFolds, InnerBudget: f.innerBudget,
