@@ -356,9 +356,6 @@ func (e *Experiment) check() error {
 			return fmt.Errorf("workload.stages[%d]: more than %d requests in all (Σ rate_rps × duration_s); a recorded run has thousands", i, maxRunRequests)
 		}
 	}
-	if e.IsSGLang() && e.DataParallel() > 1 {
-		return fmt.Errorf("dp: %d: an SGLang run is one engine here (SGLang's --dp-size, behind its own router, is not simulated)", e.DataParallel())
-	}
 	return nil
 }
 
@@ -366,6 +363,9 @@ func (e *Experiment) check() error {
 // would refuse is refused when the file is read, not when it is
 // simulated (Parse sets such runs aside in File.Refused).
 func (e *Experiment) resolve() error {
+	if e.IsSGLang() && e.DataParallel() > 1 {
+		return fmt.Errorf("dp: %d: an SGLang run is one engine here (SGLang's --dp-size, behind its own router, is not simulated)", e.DataParallel())
+	}
 	if e.IPerfConfig != nil {
 		return nil // LoadResultsDir builds the run's Spec, naming the engine file
 	}

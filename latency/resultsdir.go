@@ -168,6 +168,9 @@ func LoadResultsDir(dir string, eng *EngineSpec) (*Experiment, error) {
 	if err := e.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", e.ID, err)
 	}
+	if err := e.resolve(); err != nil {
+		return nil, fmt.Errorf("%s: %w", e.ID, err)
+	}
 	// Build the run's scenario once, so that engine arguments the replica
 	// cannot take (a max_model_len the KV cache cannot hold, ...) are
 	// reported now, with the engine file's name.
