@@ -31,32 +31,41 @@ func (m *Model) ApplyPrecision(label, method string) error {
 	if m.Quant.Method != "" {
 		return nil
 	}
-	norm := strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToUpper(label))
+	norm := strings.NewReplacer("-", "", "_", "", " ", "", "(", "", ")", "", ".", "", "/", "").Replace(strings.ToUpper(label))
 	meth := strings.ToLower(strings.TrimSpace(method))
 	q := Quantization{Method: meth}
-	switch norm {
-	case "", "AUTO", "FP16", "BF16", "FP32", "FLOAT16", "BFLOAT16", "FLOAT32", "HALF":
+	mxfp4 := func() {
+		q.WeightBits, q.Float, q.ScaleBits, q.ExpertsOnly, q.KeepAttention = 4, true, 8.0/32, true, true
+		if q.Method == "" {
+			q.Method = "mxfp4"
+		}
+	}
+	// The label's format, by the first of these it names: spellings vary
+	// ("FP8-dynamic", "W8A8-FP8", "FP8 (E4M3)", "INT4-AWQ").
+	has := func(subs ...string) bool {
+		for _, sub := range subs {
+			if strings.Contains(norm, sub) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case norm == "" || norm == "AUTO" || has("FP16", "BF16", "FP32", "FLOAT16", "FLOAT32", "HALF"):
 		if meth != "mxfp4" {
 			return nil
 		}
-		norm = "MXFP4"
-	}
-	switch norm {
-	case "FP8", "W8A8FP8", "FP8DYNAMIC", "FP8E4M3", "E4M3":
-		q.WeightBits, q.Float = 8, true
-	case "MXFP4":
-		q.WeightBits, q.Float, q.ScaleBits, q.ExpertsOnly = 4, true, 8.0/32, true
-		q.KeepAttention = true
-	case "FP4", "NVFP4", "W4A4FP4", "W4A4":
-		if meth == "mxfp4" {
-			q.WeightBits, q.Float, q.ScaleBits, q.ExpertsOnly, q.KeepAttention = 4, true, 8.0/32, true, true
-			break
-		}
+		mxfp4()
+	case has("MXFP4") || (has("FP4") && meth == "mxfp4"):
+		mxfp4()
+	case has("NVFP4", "FP4"):
 		q.WeightBits, q.Float, q.ScaleBits = 4, true, 8.0/16
-	case "INT8", "W8A8", "W8A16", "W8A8INT8":
-		q.WeightBits = 8
-	case "INT4", "W4A16", "AWQ", "GPTQ", "W4A16INT4":
+	case has("FP8", "E4M3"):
+		q.WeightBits, q.Float = 8, true
+	case has("INT4", "W4A", "AWQ", "GPTQ"):
 		q.WeightBits, q.ScaleBits = 4, 16.0/128
+	case has("INT8", "W8A"):
+		q.WeightBits = 8
 	default:
 		return fmt.Errorf("unknown %q (want FP16, BF16, FP8, MXFP4, NVFP4, INT8 or INT4)", label)
 	}

@@ -27,6 +27,10 @@ func TestApplyPrecision(t *testing.T) {
 		{"NVFP4", "modelopt", Quantization{Method: "modelopt", WeightBits: 4, Float: true, ScaleBits: 0.5}, 4.5 / 8, 4.5 / 8},
 		{"W8A8", "", Quantization{Method: "w8a8", WeightBits: 8}, 1, 1},
 		{"INT4", "awq", Quantization{Method: "awq", WeightBits: 4, ScaleBits: 0.125}, 4.125 / 8, 4.125 / 8},
+		{"FP8 (dynamic)", "", Quantization{Method: "fp8dynamic", WeightBits: 8, Float: true}, 1, 1},
+		{"W8A8-FP8", "", Quantization{Method: "w8a8fp8", WeightBits: 8, Float: true}, 1, 1},
+		{"INT4-AWQ", "", Quantization{Method: "int4awq", WeightBits: 4, ScaleBits: 0.125}, 4.125 / 8, 4.125 / 8},
+		{"W8A16", "", Quantization{Method: "w8a16", WeightBits: 8}, 1, 1},
 	}
 	for _, tc := range tests {
 		m, err := ParseModel([]byte(dense), "m.json")
