@@ -15,6 +15,15 @@ func testCoefficients() Coefficients {
 		RooflineExponent: 1000, AllReduceUs: 20, EtaLink: 0.5, IngestUs: 1000, PerOutputTokenUs: 0}
 }
 
+// bareCoefficients are testCoefficients without fixed costs (step, layer,
+// sequence and all-reduce latency), so that a step is its streaming and
+// compute terms alone.
+func bareCoefficients() Coefficients {
+	c := testCoefficients()
+	c.StepUs, c.LayerUs, c.SeqUs, c.AllReduceUs = 0, 0, 0, 0
+	return c
+}
+
 func mustModel(t *testing.T, id string) *arch.Model {
 	t.Helper()
 	m, err := arch.LookupModel(id)
@@ -98,8 +107,7 @@ func repeat(e BatchEntry, n int) []BatchEntry {
 // layer.
 func TestCalibratedMoEAndTP(t *testing.T) {
 	m, g := mustModel(t, "mistralai/Mixtral-8x7B-v0.1"), mustGPU(t, "H100")
-	c := testCoefficients()
-	c.StepUs, c.LayerUs, c.SeqUs, c.AllReduceUs = 0, 0, 0, 0
+	c := bareCoefficients()
 	cm, err := NewCalibratedModel(c, m, &g, 2, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -407,8 +415,7 @@ func TestCalibratedMoESmallBatch(t *testing.T) {
 	if m.MoE == nil || m.MoE.Experts != 16 || m.MoE.ExpertsPerToken != 1 {
 		t.Fatalf("Scout's MoE: %+v", m.MoE)
 	}
-	c := testCoefficients()
-	c.StepUs, c.LayerUs, c.SeqUs, c.AllReduceUs = 0, 0, 0, 0
+	c := bareCoefficients()
 	cm, err := NewCalibratedModel(c, m, &g, 2, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -102,13 +102,18 @@ func computeKVCapacity(m *arch.Model, g *arch.GPU, tp, expertShards int, e Engin
 	}
 	c.Available = c.Requested - c.Weights - c.Activation - c.Reserve
 	c.BytesPerToken = m.KVBytesPerToken(elem, tp)
-	// A block holds every layer's pages, or a hybrid model's group of
-	// KVBlockLayers (full and sliding-window layers in groups of equal
-	// size over one pool: the count vLLM logs). The simulated pool spends
-	// a request's blocks on its whole context, as the full-attention
-	// group does; the sliding groups' blocks (the last window of each, a
-	// few per request) are not counted.
-	c.BytesPerBlock = c.BytesPerToken / int64(m.Layers) * int64(m.KVBlockLayers()) * int64(e.BlockSize)
+	// A block holds every layer's pages, or, with vLLM's hybrid KV cache
+	// manager on, a hybrid model's group of KVBlockLayers (full and
+	// sliding-window layers in groups of equal size over one pool: the
+	// count vLLM logs). The simulated pool spends a request's blocks on
+	// its whole context, as the full-attention group does; the sliding
+	// groups' blocks (the last window of each, a few per request) are not
+	// counted.
+	layers := m.KVBlockLayers()
+	if e.DisableHybridKVCacheManager {
+		layers = m.Layers
+	}
+	c.BytesPerBlock = c.BytesPerToken / int64(m.Layers) * int64(layers) * int64(e.BlockSize)
 	if c.Available > 0 {
 		c.Blocks = int(math.Floor(c.Available / float64(c.BytesPerBlock)))
 	}

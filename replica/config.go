@@ -219,6 +219,13 @@ type EngineArgs struct {
 	// NumGPUBlocksOverride, when > 0, replaces the computed KV capacity
 	// (null block included, as vLLM's num_gpu_blocks).
 	NumGPUBlocksOverride int `json:"num_gpu_blocks_override,omitempty"`
+	// DisableHybridKVCacheManager is vLLM's
+	// --disable-hybrid-kv-cache-manager: a model with full and
+	// sliding-window layers then allocates every layer as full attention,
+	// one block holding all layers' pages (arch.Model.KVBlockLayers), as
+	// vLLM also does whenever KV events are on (vllm-engine.md A.7, which
+	// sim applies to every engine that publishes them).
+	DisableHybridKVCacheManager bool `json:"disable_hybrid_kv_cache_manager,omitempty"`
 	// CheckInvariants verifies pool and queue invariants after every step
 	// (debugging).
 	CheckInvariants bool `json:"check_invariants,omitempty"`

@@ -53,8 +53,7 @@ func TestVLLMCUDAGraphSizes(t *testing.T) {
 // read by that many experts' bytes.
 func TestCalibratedCUDAGraphPadding(t *testing.T) {
 	m, g := mustModel(t, "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"), mustGPU(t, "H100")
-	c := testCoefficients()
-	c.StepUs, c.LayerUs, c.SeqUs, c.AllReduceUs = 0, 0, 0, 0
+	c := bareCoefficients()
 	plain, err := NewCalibratedModel(c, m, &g, 2, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +170,12 @@ func TestSlidingWindowKV(t *testing.T) {
 	}
 	if capacity.BytesPerBlock != 393_216 || capacity.BytesPerToken != 2*2*8*64*24 {
 		t.Errorf("block %d bytes, token %d bytes; want 393216 and %d", capacity.BytesPerBlock, capacity.BytesPerToken, 2*2*8*64*24)
+	}
+	// --disable-hybrid-kv-cache-manager (and KV events, vllm-engine.md
+	// A.7): blocks of all 24 layers.
+	full, err := ComputeKVCapacity(m, &g, 1, EngineArgs{MaxNumSeqs: 128, MaxNumBatchedTokens: 2048, DisableHybridKVCacheManager: true})
+	if err != nil || full.BytesPerBlock != 2*393_216 {
+		t.Errorf("without the hybrid manager: block %d bytes (%v), want %d", full.BytesPerBlock, err, 2*393_216)
 	}
 	c, err := NewCalibratedModel(testCoefficients(), m, &g, 1, 2)
 	if err != nil {

@@ -206,7 +206,14 @@ func newSGLangEngine(spec ReplicaSpec, env engineEnv) (*sglang.Engine, error) {
 
 // newVLLMEngine builds a vLLM engine for spec.
 func newVLLMEngine(spec ReplicaSpec, env engineEnv) (*replica.Engine, *replica.Config, error) {
-	cfg, err := spec.Preset.EngineConfig()
+	p := spec.Preset
+	if env.kvEvents {
+		// vLLM turns its hybrid KV cache manager off when KV events are on
+		// (vllm-engine.md A.7): a sliding-window model's capacity is then
+		// every layer's.
+		p.Engine.DisableHybridKVCacheManager = true
+	}
+	cfg, err := p.EngineConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("sim: replica %s: %w", spec.Name, err)
 	}
