@@ -523,19 +523,17 @@ func (m *Model) parseQuant(root *fields) error {
 			return err
 		}
 	case "mxfp4":
-		// OCP MXFP4: 4-bit E2M1 weights sharing one 8-bit E8M0 scale per
-		// block of 32 (OCP Microscaling Formats v1.0). vLLM quantises the
-		// routed experts alone (Quantization.ExpertsOnly) and, on Hopper,
-		// computes in BF16 (its Triton and FlashInfer SM90 MXFP4 paths
-		// are w4a16), so the linear layers' peak is BF16's.
-		m.Quant.WeightBits, m.Quant.Float, m.Quant.ScaleBits, m.Quant.ExpertsOnly = 4, true, 8.0/32, true
+		// vLLM quantises the routed experts alone (Quantization.ExpertsOnly)
+		// and, on Hopper, computes in BF16 (its Triton and FlashInfer SM90
+		// MXFP4 paths are w4a16), so the linear layers' peak is BF16's.
+		m.Quant.setMXFP4()
 		if err := q.appendStrings("modules_to_not_convert", &m.Quant.Ignore); err != nil {
 			return err
 		}
 	default:
 		return q.errf("quant_method", "unsupported %q (supported: fp8, compressed-tensors, awq, gptq, mxfp4)", method)
 	}
-	m.Quant.KeepAttention = m.Quant.ignores("self_attn")
+	m.Quant.KeepAttention = m.Quant.ExpertsOnly || m.Quant.ignores("self_attn")
 	return nil
 }
 

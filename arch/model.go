@@ -95,6 +95,16 @@ type Quantization struct {
 	Ignore      []string
 }
 
+// setMXFP4 makes q vLLM's MXFP4 format (parseQuant's mxfp4): 4-bit E2M1
+// weights with one 8-bit E8M0 scale per 32 (OCP Microscaling Formats
+// v1.0), on the routed experts only, attention kept in the model dtype.
+func (q *Quantization) setMXFP4() {
+	q.WeightBits, q.Float, q.ScaleBits, q.ExpertsOnly, q.KeepAttention = 4, true, 8.0/32, true, true
+	if q.Method == "" {
+		q.Method = "mxfp4"
+	}
+}
+
 // Dtype is a checkpoint's torch_dtype.
 type Dtype string
 

@@ -34,12 +34,6 @@ func (m *Model) ApplyPrecision(label, method string) error {
 	norm := strings.NewReplacer("-", "", "_", "", " ", "", "(", "", ")", "", ".", "", "/", "").Replace(strings.ToUpper(label))
 	meth := strings.ToLower(strings.TrimSpace(method))
 	q := Quantization{Method: meth}
-	mxfp4 := func() {
-		q.WeightBits, q.Float, q.ScaleBits, q.ExpertsOnly, q.KeepAttention = 4, true, 8.0/32, true, true
-		if q.Method == "" {
-			q.Method = "mxfp4"
-		}
-	}
 	// The label's format, by the first of these it names: spellings vary
 	// ("FP8-dynamic", "W8A8-FP8", "FP8 (E4M3)", "INT4-AWQ").
 	has := func(subs ...string) bool {
@@ -55,9 +49,9 @@ func (m *Model) ApplyPrecision(label, method string) error {
 		if meth != "mxfp4" {
 			return nil
 		}
-		mxfp4()
+		q.setMXFP4()
 	case has("MXFP4") || (has("FP4") && meth == "mxfp4"):
-		mxfp4()
+		q.setMXFP4()
 	case has("NVFP4", "FP4"):
 		q.WeightBits, q.Float, q.ScaleBits = 4, true, 8.0/16
 	case has("FP8", "E4M3"):

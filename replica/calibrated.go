@@ -416,23 +416,21 @@ func (c *CalibratedModel) StepTime(batch []BatchEntry) int64 {
 	if len(batch) == 0 {
 		return 0
 	}
-	var n, kv, pairs float64
+	var n, kv, pairs, kvw, pairsw float64
 	for _, e := range batch {
 		nn, ctx := float64(e.NewTokens), float64(e.Context)
 		n += nn
 		kv += ctx + nn
 		pairs += nn * (ctx + (nn+1)/2)
-	}
-	if c.window > 0 {
-		// Sliding-window layers read the last window tokens before the
-		// new ones and attend at most window back: the slide share of
-		// kvPerToken and attnFlops sees those instead.
-		var kvw, pairsw float64
-		for _, e := range batch {
-			nn, ctx := float64(e.NewTokens), float64(e.Context)
+		if c.window > 0 {
+			// Sliding-window layers read the last window tokens before
+			// the new ones and attend at most window back.
 			kvw += min(ctx, c.window) + nn
 			pairsw += nn * min(ctx+(nn+1)/2, c.window)
 		}
+	}
+	if c.window > 0 {
+		// The slide share of kvPerToken and attnFlops sees those instead.
 		kv = (1-c.slide)*kv + c.slide*kvw
 		pairs = (1-c.slide)*pairs + c.slide*pairsw
 	}
