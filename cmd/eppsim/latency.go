@@ -449,7 +449,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		if f.start != "" || len(protocols) > 0 || len(candidates) > 0 {
 			return withExitCode(2, fmt.Errorf("--continue %s: continues a full fit and keeps that file's protocols; it takes no --start, --protocol or --weight-candidate", f.cont))
 		}
-		c, err := loadCalibration(f.cont)
+		c, err := replica.LoadCalibration(f.cont)
 		if err != nil {
 			return withExitCode(2, fmt.Errorf("--continue: %w", err))
 		}
