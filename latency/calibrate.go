@@ -351,7 +351,7 @@ func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, 
 	objective := func(x []float64) float64 {
 		evals++
 		c := replica.Calibration{Name: "fit", Coefficients: coeffs(x)}
-		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit}, o.Workers, weights)
+		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: 1}, o.Workers, weights)
 		if err != nil {
 			if ctx.Err() == nil && simErr == nil && !errors.Is(err, errUnphysical) {
 				simErr = err

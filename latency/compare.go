@@ -90,35 +90,115 @@ func wholeRunAPEs(rows []Row, metric string, keep func(id string) bool) []float6
 }
 
 // SimulateAll predicts every experiment with calibration c, workers at a
-// time, and returns the results in the experiments' order. The first
-// error (in that order) is returned once every started simulation ends.
+// time, and returns the results in the experiments' order. A run near its
+// knee (nearKnee) is simulated o.draws() times, seeds o.Seed, o.Seed+1, …,
+// and predicted by each metric's median over the draws (KneeDraws). The
+// first error (in that order) is returned once every started simulation
+// ends.
 func SimulateAll(ctx context.Context, exps []*Experiment, c replica.Calibration, o Options, workers int) ([]*Result, error) {
-	res := make([]*Result, len(exps))
-	errs := make([]error, len(exps))
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range max(1, min(workers, len(exps))) {
-		wg.Go(func() {
-			for i := range jobs {
-				res[i], errs[i] = Simulate(ctx, exps[i], c, o)
-			}
-		})
+	type job struct {
+		run  int
+		seed uint64
 	}
-	for i := range exps {
-		if ctx.Err() != nil {
-			break
+	runJobs := func(jobs []job) ([]*Result, error) {
+		res := make([]*Result, len(jobs))
+		errs := make([]error, len(jobs))
+		ch := make(chan int)
+		var wg sync.WaitGroup
+		for range max(1, min(workers, len(jobs))) {
+			wg.Go(func() {
+				for i := range ch {
+					so := o
+					so.Seed = jobs[i].seed
+					res[i], errs[i] = Simulate(ctx, exps[jobs[i].run], c, so)
+				}
+			})
 		}
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+		for i := range jobs {
+			if ctx.Err() != nil {
+				break
+			}
+			ch <- i
+		}
+		close(ch)
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		return res, nil
 	}
-	if err := ctx.Err(); err != nil {
+	first := make([]job, len(exps))
+	for i := range exps {
+		first[i] = job{run: i, seed: o.Seed}
+	}
+	res, err := runJobs(first)
+	if err != nil {
 		return nil, err
 	}
+	var more []job
+	for i, r := range res {
+		if nearKnee(r, c) {
+			for d := 1; d < o.draws(); d++ {
+				more = append(more, job{run: i, seed: o.Seed + uint64(d)})
+			}
+		}
+	}
+	if len(more) == 0 {
+		return res, nil
+	}
+	extra, err := runJobs(more)
+	if err != nil {
+		return nil, err
+	}
+	draws := map[int][]*Result{}
+	for i, j := range more {
+		draws[j.run] = append(draws[j.run], extra[i])
+	}
+	for i, ds := range draws {
+		res[i] = medianOfDraws(append([]*Result{res[i]}, ds...))
+	}
 	return res, nil
+}
+
+// nearKnee reports whether r's run is near its knee in the sense of the
+// latency intervals (NearKnee): its busiest engine's utilization, with
+// steps as slow as the slow end of c's ITL interval (1 when c records
+// none), reaches NearKnee.
+func nearKnee(r *Result, c replica.Calibration) bool {
+	high := 1.0
+	if iv, ok := c.Intervals["itl_mean"]; ok && iv.High > 1 {
+		high = iv.High
+	}
+	return r.Utilization*high >= NearKnee
+}
+
+// medianOfDraws combines simulations of one run with different arrival
+// draws: each scope's metrics are their medians over the draws that
+// completed requests in it; the request counts, engines and knee are the
+// first draw's.
+func medianOfDraws(ds []*Result) *Result {
+	out := *ds[0]
+	out.Predicted = map[string]Values{}
+	for scope := range ds[0].Predicted {
+		v := Values{}
+		for _, m := range Metrics {
+			var xs []float64
+			for _, d := range ds {
+				if x, ok := d.Predicted[scope][m]; ok {
+					xs = append(xs, x)
+				}
+			}
+			if len(xs) > 0 {
+				slices.Sort(xs)
+				v[m] = percentile(xs, 50)
+			}
+		}
+		out.Predicted[scope] = v
+	}
+	return &out
 }

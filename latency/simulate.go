@@ -61,6 +61,30 @@ type Options struct {
 	// StepScale, when > 0 and not 1, multiplies every engine step: the
 	// ends of a latency interval near the knee (interval.go).
 	StepScale float64
+	// Draws is how many arrival draws (seeds Seed, Seed+1, …) predict a
+	// run near its knee (SimulateAll, nearKnee); 0 means KneeDraws and 1
+	// a single draw, which calibration's objective uses.
+	Draws int
+}
+
+// KneeDraws is how many arrival draws predict a run near its knee when
+// Options.Draws is 0. Near the knee a run's TTFT tail is set by how often
+// a burst of inference-perf's exponential arrivals finds no free slot,
+// which one draw of the schedule decides by chance (docs/latency.md,
+// "Tails": Llama-2-7B's TTFT p99 ranged over 72–398 ms across six seeds
+// at the same rates). The measured run is one draw of the real client's
+// schedule, which no seed reproduces, so the prediction is each metric's
+// median over this many draws, the estimate a single draw scatters
+// around. Five is the smallest odd count that gives a median with a draw
+// on each side twice; it was fixed before any figure was measured with
+// it.
+const KneeDraws = 5
+
+func (o Options) draws() int {
+	if o.Draws <= 0 {
+		return KneeDraws
+	}
+	return o.Draws
 }
 
 // Spec builds the scenario of one run: one replica of the run's model on

@@ -103,7 +103,7 @@ It prints the MAPE table. itl_mean is (E2E mean − TTFT mean) / (output_len −
 	fl.StringVar(&f.out, "out", "", "directory for latency.csv, latency.md and the plot (required)")
 	fl.BoolVar(&f.force, "force", false, "write into a non-empty --out directory")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
-	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
+	fl.Uint64Var(&f.seed, "seed", 1, kneeSeedHelp)
 	fl.IntVar(&f.dpi, "dpi", 150, "resolution of the PNG plot")
 	return cmd
 }
@@ -389,7 +389,7 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 	fl.StringVar(&f.report, "report", "", "also write the validation report of the result to this directory")
 	fl.BoolVar(&f.force, "force", false, "overwrite --out and write into a non-empty --report directory")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
-	fl.Uint64Var(&f.seed, "seed", 1, seedHelp)
+	fl.Uint64Var(&f.seed, "seed", 1, kneeSeedHelp+"; the fit itself takes one draw per run")
 	fl.IntVar(&f.dpi, "dpi", 150, "resolution of the report's PNG plot")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
@@ -743,3 +743,7 @@ func parseMetricWeights(vals []string) (map[string]float64, error) {
 	}
 	return w, nil
 }
+
+// kneeSeedHelp is the --seed help of the verbs that predict measured runs.
+var kneeSeedHelp = fmt.Sprintf("%s; a run near its knee is predicted by each metric's median over %d draws, seeds SEED to SEED+%d (docs/latency.md, \"Tails\")",
+	seedHelp, latency.KneeDraws, latency.KneeDraws-1)
