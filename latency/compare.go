@@ -142,7 +142,7 @@ func SimulateAll(ctx context.Context, exps []*Experiment, c replica.Calibration,
 	}
 	var more []job
 	for i, r := range res {
-		if nearKnee(r, c) {
+		if nearKnee(r) {
 			for d := 1; d < o.draws(); d++ {
 				more = append(more, job{run: i, seed: o.Seed + uint64(d)})
 			}
@@ -165,16 +165,20 @@ func SimulateAll(ctx context.Context, exps []*Experiment, c replica.Calibration,
 	return res, nil
 }
 
-// nearKnee reports whether r's run is near its knee in the sense of the
-// latency intervals (NearKnee): its busiest engine's utilization, with
-// steps as slow as the slow end of c's ITL interval (1 when c records
-// none), reaches NearKnee.
-func nearKnee(r *Result, c replica.Calibration) bool {
-	high := 1.0
-	if iv, ok := c.Intervals["itl_mean"]; ok && iv.High > 1 {
-		high = iv.High
-	}
-	return r.Utilization*high >= NearKnee
+// DrawsUtilization is the utilization (Result.Utilization) from which a
+// run counts as near its knee for KneeDraws. It depends on the simulated
+// run alone, not on a calibration's intervals, so that calibrate, which
+// computes its figures before it has intervals, and validate latency
+// predict the same runs the same way. It is a round figure below 0.77,
+// the lowest utilization the intervals' rule (NearKnee) takes for near the
+// knee with the shipped calibration's ITL factor (0.9 / 1.165), so that the
+// draws cover every run whose intervals take the knee simulations.
+const DrawsUtilization = 0.75
+
+// nearKnee reports whether r's run is near its knee for the draws: its
+// busiest engine's utilization reaches DrawsUtilization.
+func nearKnee(r *Result) bool {
+	return r.Utilization >= DrawsUtilization
 }
 
 // medianOfDraws combines simulations of one run with different arrival

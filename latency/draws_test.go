@@ -41,25 +41,20 @@ func TestMedianOfDraws(t *testing.T) {
 	}
 }
 
-// TestNearKnee: a run is near its knee when its utilization times the
-// slow end of the calibration's ITL interval (1 without one) reaches
-// NearKnee (0.9).
+// TestNearKnee: a run is near its knee for the draws from a utilization
+// of DrawsUtilization (0.75) on, whatever the calibration.
 func TestNearKnee(t *testing.T) {
-	with := replica.Calibration{Intervals: map[string]replica.Interval{"itl_mean": {Low: 0.8, High: 1.2}}}
 	for _, c := range []struct {
 		util float64
-		cal  replica.Calibration
 		want bool
 	}{
-		{0.74, with, false}, // 0.888
-		{0.76, with, true},  // 0.912
-		{2.5, with, true},   // past the knee
-		{0.89, replica.Calibration{}, false},
-		{0.9, replica.Calibration{}, true},
-		{0, with, false}, // nothing completed
+		{0.749, false},
+		{0.75, true},
+		{2.5, true}, // past the knee
+		{0, false},  // nothing completed
 	} {
-		if got := nearKnee(&Result{Utilization: c.util}, c.cal); got != c.want {
-			t.Errorf("utilization %v, intervals %v: %v, want %v", c.util, c.cal.Intervals, got, c.want)
+		if got := nearKnee(&Result{Utilization: c.util}); got != c.want {
+			t.Errorf("utilization %v: %v, want %v", c.util, got, c.want)
 		}
 	}
 }
@@ -87,7 +82,7 @@ func TestSimulateAllDrawsNearKnee(t *testing.T) {
 		return r
 	}
 	draws := []*Result{single(near, 7), single(near, 8), single(near, 9)}
-	if !nearKnee(draws[0], c) || nearKnee(single(far, 7), c) {
+	if !nearKnee(draws[0]) || nearKnee(single(far, 7)) {
 		t.Fatalf("fixtures: utilizations %v and %v do not straddle the knee", draws[0].Utilization, single(far, 7).Utilization)
 	}
 	moved := 0

@@ -75,9 +75,9 @@ type Options struct {
 // at the same rates). The measured run is one draw of the real client's
 // schedule, which no seed reproduces, so the prediction is each metric's
 // median over this many draws, the estimate a single draw scatters
-// around. Five is the smallest odd count that gives a median with a draw
-// on each side twice; it was fixed before any figure was measured with
-// it.
+// around. Five is the smallest odd count with two draws on either side
+// of the median; it was fixed before any figure was measured with it. A
+// run is near its knee here from DrawsUtilization on.
 const KneeDraws = 5
 
 func (o Options) draws() int {

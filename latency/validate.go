@@ -587,7 +587,7 @@ func (r *Report) Markdown() []byte {
 		b.WriteString("\n## The knee: regime and intervals\n\nA run is on the right side of the knee when it is predicted overloaded (TTFT mean ≥ 10 s) exactly when " +
 			"the measurement is. A 90% interval is the prediction times the factors that bound 90% of the out-of-sample errors on other " +
 			"models' runs; near the knee (utilization × the slow end of the ITL interval ≥ 0.9) it also spans the run simulated with every " +
-			"step at both ends of that interval. A run near the knee is predicted by each metric's median over " + strconv.Itoa(KneeDraws) + " draws of its arrivals (seeds " +
+			"step at both ends of that interval. A run at a utilization of " + strconv.FormatFloat(DrawsUtilization, 'g', -1, 64) + " or more is predicted by each metric's median over " + strconv.Itoa(KneeDraws) + " draws of its arrivals (seeds " +
 			"SEED to SEED+" + strconv.Itoa(KneeDraws-1) + "), since there one draw's bursts decide the TTFT tail. Coverage is the share of measured whole-run values inside their intervals (target 85–95%).\n\n" +
 			"| predictions | right side of the knee | interval coverage | runs near the knee |\n|---|---:|---:|---:|\n")
 		cov := map[string]Coverage{}
