@@ -65,6 +65,9 @@ type Report struct {
 	// Refused are the input's runs that could not be simulated
 	// (File.Refused); they are in no figure.
 	Refused []RefusedRun
+	// Seed is the first arrival draw's seed (Options.Seed); a run near its
+	// knee also takes the next KneeDraws−1.
+	Seed uint64
 }
 
 // ProtocolRows are one protocol's held-out predictions.
@@ -93,7 +96,7 @@ func Validate(ctx context.Context, f *File, source string, c replica.Calibration
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Source: source, Calibration: c, Results: res, Rows: Rows(res), OutOfSample: oos, Refused: f.Refused}
+	r := &Report{Source: source, Calibration: c, Results: res, Rows: Rows(res), OutOfSample: oos, Refused: f.Refused, Seed: o.Seed}
 	if err := r.SetCoverage(ctx, o, workers); err != nil {
 		return nil, err
 	}
@@ -588,7 +591,7 @@ func (r *Report) Markdown() []byte {
 			"the measurement is. A 90% interval is the prediction times the factors that bound 90% of the out-of-sample errors on other " +
 			"models' runs; near the knee (utilization × the slow end of the ITL interval ≥ 0.9) it also spans the run simulated with every " +
 			"step at both ends of that interval. A run at a utilization of " + strconv.FormatFloat(DrawsUtilization, 'g', -1, 64) + " or more is predicted by each metric's median over " + strconv.Itoa(KneeDraws) + " draws of its arrivals (seeds " +
-			"SEED to SEED+" + strconv.Itoa(KneeDraws-1) + "), since there one draw's bursts decide the TTFT tail. Coverage is the share of measured whole-run values inside their intervals (target 85–95%).\n\n" +
+			strconv.FormatUint(r.Seed, 10) + " to " + strconv.FormatUint(r.Seed+KneeDraws-1, 10) + "), since there one draw's bursts decide the TTFT tail. Coverage is the share of measured whole-run values inside their intervals (target 85–95%).\n\n" +
 			"| predictions | right side of the knee | interval coverage | runs near the knee |\n|---|---:|---:|---:|\n")
 		cov := map[string]Coverage{}
 		for _, c := range r.Coverage {

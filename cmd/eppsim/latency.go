@@ -508,7 +508,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		}
 		return err
 	}
-	rep := &latency.Report{Source: source, Calibration: res.Calibration, Results: res.Results, Rows: latency.Rows(res.Results)}
+	rep := &latency.Report{Source: source, Calibration: res.Calibration, Results: res.Results, Rows: latency.Rows(res.Results), Seed: f.seed}
 	for _, p := range res.Protocols {
 		n := 0
 		for _, fr := range p.Folds {
