@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/gonum/optimize"
 
 	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/scenario"
 )
 
 // FitMetrics are the metrics the calibration objective compares, in every
@@ -65,6 +66,11 @@ type CalibrateOptions struct {
 	InnerFolds, InnerBudget int
 	Seed                    uint64
 	Workers                 int
+	// Pool shares the runs' shortened workloads between the evaluations
+	// of the objective (Options.Pool); nil: Calibrate makes one (NewPool)
+	// and closes it when it returns. The simulations of the full runs
+	// that measure the fit read their own workloads (KeepBytes says why).
+	Pool *scenario.Pool
 	// Progress receives a line per improvement (nil: none).
 	Progress io.Writer
 	// Name labels the calibration; Source says what it was fitted on.
@@ -157,6 +163,10 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	}
 	if o.FoldBudget <= 0 {
 		o.FoldBudget = o.Budget
+	}
+	if o.Pool == nil {
+		o.Pool = NewPool()
+		defer o.Pool.Close()
 	}
 	start := time.Now()
 	fr := simFitter{o: o, free: free}
@@ -351,7 +361,7 @@ func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, 
 	objective := func(x []float64) float64 {
 		evals++
 		c := replica.Calibration{Name: "fit", Coefficients: coeffs(x)}
-		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: 1}, o.Workers, weights)
+		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: 1, Pool: o.Pool}, o.Workers, weights)
 		if err != nil {
 			if ctx.Err() == nil && simErr == nil && !errors.Is(err, errUnphysical) {
 				simErr = err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/eppsim/eppsim/report"
@@ -16,15 +17,29 @@ import (
 // read once for the whole process; a larger one is read once per group of
 // runs that join its feed before the feed first releases a request, that
 // is, in practice, once per round of runs started together. Specs with
-// their own Open function are read by each run.
+// their own Open function are read by each run, unless they name it
+// (Spec.OpenKey).
+//
+// A pool from NewPool holds at most one feed that no run reads: runs of
+// one workload share it, and a run of another closes it. A pool from
+// NewKeepingPool also keeps idle feeds while the requests they hold total
+// at most its keep budget, for processes that come back to many workloads
+// in turn (a calibration simulates every recorded run at each evaluation
+// of its objective); which feeds it keeps changes no run's output, only
+// how often a workload is read.
 //
 // A Pool is safe for concurrent use. Close it when the runs are over.
 type Pool struct {
 	opts FeedOptions
+	// keepBytes bounds the requests held by kept feeds (NewKeepingPool);
+	// 0: none is kept.
+	keepBytes int64
 
 	mu      sync.Mutex
 	feeds   map[poolKey]*Feed
-	joining map[*Feed]int // runs about to join each feed: not idle
+	joining map[*Feed]int  // runs about to join each feed: not idle
+	kept    map[*Feed]bool // feeds not closed when idle
+	order   []*Feed        // kept feeds, oldest first
 	closed  bool
 }
 
@@ -38,7 +53,12 @@ type poolKey struct {
 }
 
 func keyOf(spec *Spec) poolKey {
-	return poolKey{spec.Trace, fmt.Sprintf("%#v", spec.Workload)}
+	trace := spec.Trace
+	if spec.Open != nil {
+		// Never equal to a trace's key: a path does not start with a NUL.
+		trace = "\x00open:" + spec.OpenKey
+	}
+	return poolKey{trace, fmt.Sprintf("%#v", spec.Workload)}
 }
 
 // DefaultRetainBytes is the retain budget of a pool's feeds: a trace whose
@@ -52,7 +72,21 @@ func NewPool(retainBytes int64) *Pool {
 	if retainBytes == 0 {
 		retainBytes = DefaultRetainBytes
 	}
-	return &Pool{opts: FeedOptions{RetainBytes: max(retainBytes, 0)}, feeds: map[poolKey]*Feed{}, joining: map[*Feed]int{}}
+	return &Pool{opts: FeedOptions{RetainBytes: max(retainBytes, 0)}, feeds: map[poolKey]*Feed{}, joining: map[*Feed]int{}, kept: map[*Feed]bool{}}
+}
+
+// NewKeepingPool is NewPool(retainBytes) that also keeps feeds no run reads
+// while the requests its kept feeds hold total less than keepBytes: a feed
+// opened while they do is kept until the pool closes or the feed releases
+// requests (it outgrew retainBytes); one opened after is closed when the
+// next new feed opens, as in a pool from NewPool. Keeping the first
+// workloads rather than the latest suits runs that cycle through more
+// workloads than fit: the kept ones are read once, the others once per
+// cycle, where keeping the latest would read every one each cycle.
+func NewKeepingPool(retainBytes, keepBytes int64) *Pool {
+	p := NewPool(retainBytes)
+	p.keepBytes = max(keepBytes, 0)
+	return p
 }
 
 // errPoolClosed is the error of a run started on a closed pool.
@@ -60,7 +94,7 @@ var errPoolClosed = errors.New("scenario: the pool is closed")
 
 // Run is RunContext reading spec's workload from the pool's feed for it.
 func (p *Pool) Run(ctx context.Context, spec *Spec, e EPP, hooks Hooks) (*report.Summary, error) {
-	if spec.Open != nil {
+	if spec.Open != nil && spec.OpenKey == "" {
 		return RunContext(ctx, spec, e, hooks)
 	}
 	return run(ctx, spec, e, hooks, func() (*FeedReader, error) { return p.join(ctx, spec, e) })
@@ -97,7 +131,7 @@ func (p *Pool) feed(key poolKey, spec *Spec, e EPP) (*Feed, error) {
 	f := p.feeds[key]
 	if f == nil {
 		for k, g := range p.feeds {
-			if p.joining[g] == 0 && g.idle() {
+			if !p.kept[g] && p.joining[g] == 0 && g.idle() {
 				g.Close()
 				delete(p.feeds, k)
 			}
@@ -108,6 +142,10 @@ func (p *Pool) feed(key poolKey, spec *Spec, e EPP) (*Feed, error) {
 		opts.Prepare = Preparer(spec, []EPP{e})
 		f = NewFeed(SpecOpener(spec), opts)
 		p.feeds[key] = f
+		if p.keepBytes > 0 && p.keptBytes() < p.keepBytes {
+			p.kept[f] = true
+			p.order = append(p.order, f)
+		}
 	}
 	p.joining[f]++
 	return f, nil
@@ -124,6 +162,20 @@ func (p *Pool) joined(key poolKey, f *Feed, refused bool) {
 	if refused && p.feeds[key] == f {
 		delete(p.feeds, key)
 	}
+	if refused && p.kept[f] {
+		delete(p.kept, f)
+		p.order = slices.DeleteFunc(p.order, func(g *Feed) bool { return g == f })
+	}
+}
+
+// keptBytes is the size (RequestSize) of the requests the kept feeds
+// hold; p.mu is held.
+func (p *Pool) keptBytes() int64 {
+	var n int64
+	for _, f := range p.order {
+		n += f.heldBytes()
+	}
+	return n
 }
 
 // Close stops every feed. Runs still reading get an error.
@@ -135,6 +187,15 @@ func (p *Pool) Close() {
 		f.Close()
 		delete(p.feeds, k)
 	}
+	clear(p.kept)
+	p.order = nil
+}
+
+// heldBytes is the size (RequestSize) of the requests the feed holds.
+func (f *Feed) heldBytes() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.bytes
 }
 
 // idle reports whether no run reads the feed.

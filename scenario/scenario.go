@@ -40,8 +40,13 @@ type Spec struct {
 	// Open, when set, opens the workload instead of Trace (a source built
 	// in memory, such as an inference-perf config); Trace then only
 	// labels it.
-	Open  func() (*workload.Stream, error)
-	Fleet []sim.ReplicaSpec
+	Open func() (*workload.Stream, error)
+	// OpenKey, when set with Open, names what Open returns: a Pool's runs
+	// of specs with the same OpenKey and Workload share one reading of it,
+	// as runs of one Trace do. Two specs whose Open return different
+	// requests must not share an OpenKey. Empty: each run reads its Open.
+	OpenKey string
+	Fleet   []sim.ReplicaSpec
 	// Env holds the seed, EPP environment and limits; its hooks are ignored
 	// (use Hooks).
 	Env sim.Options
