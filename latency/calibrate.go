@@ -66,6 +66,16 @@ type CalibrateOptions struct {
 	InnerFolds, InnerBudget int
 	Seed                    uint64
 	Workers                 int
+	// Draws is how many arrival draws predict a run near its knee in the
+	// objective (Options.Draws): 0 means KneeDraws, the median over the
+	// draws that validate latency predicts such a run by, so that the fit
+	// minimises the error of the estimator its figures measure; 1 is one
+	// draw, the objective of the calibrations fitted before 2026-12-03.
+	// With one draw, a run near its knee is fitted to whichever side of
+	// its bimodal TTFT tail the seed fell on (docs/latency.md, "Tails"),
+	// and coefficients that move that one draw's bursts past a full batch
+	// or not change the objective as much as the runs far from the knee.
+	Draws int
 	// Pool shares the runs' shortened workloads between the evaluations
 	// of the objective (Options.Pool); nil: Calibrate makes one (NewPool)
 	// and closes it when it returns. The simulations of the full runs
@@ -181,7 +191,7 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	res := &CalibrateResult{Fitted: runs, Objective: obj, Evaluations: evals, Weights: weights, Selection: sel}
 	res.Calibration = replica.Calibration{Name: o.Name, Coefficients: fit, EppsimVersion: o.Version,
 		FittedOn: fmt.Sprintf("%s: %d measured runs that are not overloaded (%s); free: %s; %d evaluations, objective %.4f%s",
-			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj, weightsNote(weights))}
+			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj, weightsNote(weights)) + drawsNote(o.Draws)}
 	all := make([]*Experiment, len(f.Experiments))
 	for i := range f.Experiments {
 		all[i] = &f.Experiments[i]
@@ -361,7 +371,7 @@ func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, 
 	objective := func(x []float64) float64 {
 		evals++
 		c := replica.Calibration{Name: "fit", Coefficients: coeffs(x)}
-		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: 1, Pool: o.Pool}, o.Workers, weights)
+		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: o.Draws, Pool: o.Pool}, o.Workers, weights)
 		if err != nil {
 			if ctx.Err() == nil && simErr == nil && !errors.Is(err, errUnphysical) {
 				simErr = err
@@ -456,6 +466,14 @@ func WeightedObjective(ctx context.Context, runs []*Experiment, c replica.Calibr
 }
 
 // weightsNote says which metrics the objective weighed (empty when none).
+// drawsNote says how the objective predicted runs near their knee.
+func drawsNote(draws int) string {
+	if n := (Options{Draws: draws}).draws(); n > 1 {
+		return fmt.Sprintf("; runs near their knee by the median of %d arrival draws", n)
+	}
+	return "; one arrival draw per run"
+}
+
 func weightsNote(w map[string]float64) string {
 	if len(w) == 0 {
 		return ""

@@ -3,6 +3,7 @@ package latency
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eppsim/eppsim/replica"
@@ -110,6 +111,55 @@ func TestSimulateAllDrawsNearKnee(t *testing.T) {
 			if v != one.Predicted[scope][m] {
 				t.Errorf("far: %s %s = %v, want seed 7's %v", scope, m, v, one.Predicted[scope][m])
 			}
+		}
+	}
+}
+
+// TestCalibrateObjectiveDraws: calibrate's objective predicts a run near
+// its knee as validate latency does, by the median of its draws (Draws 0:
+// KneeDraws), unless told one draw. A run near its knee (Llama-3.1-8B at
+// 100 requests/s, utilization about 0.85) whose "measured" latencies are
+// the default calibration's five-draw prediction is fitted exactly at the
+// default calibration by the median objective (objective 0), and not by
+// one draw, whose TTFT tail differs from the median's; the fitted-on note
+// says which objective it was. The objective leaves itl_mean out (weight
+// 0): the prediction's is the median of the draws' ITLs, the measurement's
+// is computed from the medianed E2E and TTFT means, and the two differ.
+func TestCalibrateObjectiveDraws(t *testing.T) {
+	f := parseRuns(t, dpRun("knee", 1, 100, 30, ""))
+	truth := replica.DefaultCalibration()
+	ctx := context.Background()
+	e := &f.Experiments[0]
+	res, err := SimulateAll(ctx, []*Experiment{e}, truth, Options{Seed: 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nearKnee(res[0]) {
+		t.Fatalf("utilization %v: the run is not near its knee", res[0].Utilization)
+	}
+	e.Measured = map[string]Measurement{}
+	for scope, v := range res[0].Predicted {
+		e.Measured[scope] = Measurement{E2E: Distribution{v["e2e_mean"], v["e2e_p90"], v["e2e_p99"]},
+			TTFT: Distribution{v["ttft_mean"], v["ttft_p90"], v["ttft_p99"]}}
+	}
+	for _, tc := range []struct {
+		draws int
+		exact bool
+		note  string
+	}{
+		{0, true, "; runs near their knee by the median of 5 arrival draws"},
+		{1, false, "; one arrival draw per run"},
+	} {
+		fit, err := Calibrate(ctx, f, CalibrateOptions{Start: truth, Free: []string{"step_us"}, Budget: 3, Draws: tc.draws,
+			Weights: map[string]float64{"itl_mean": 0}, Seed: 1, Workers: 2, Name: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exact := fit.Objective == 0; exact != tc.exact {
+			t.Errorf("draws %d: objective %v, want zero: %v", tc.draws, fit.Objective, tc.exact)
+		}
+		if !strings.HasSuffix(fit.Calibration.FittedOn, tc.note) {
+			t.Errorf("draws %d: fitted on %q, want it to end in %q", tc.draws, fit.Calibration.FittedOn, tc.note)
 		}
 	}
 }

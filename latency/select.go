@@ -44,7 +44,7 @@ func (f simFitter) fit(ctx context.Context, runs []*Experiment, weights map[stri
 
 func (f simFitter) score(ctx context.Context, runs []*Experiment, co replica.Coefficients) (float64, error) {
 	c := replica.Calibration{Name: "inner", Coefficients: co}
-	return WeightedObjective(ctx, runs, c, Options{Seed: f.o.Seed, StageLimit: f.o.StageLimit, Draws: 1, Pool: f.o.Pool}, f.o.Workers, nil)
+	return WeightedObjective(ctx, runs, c, Options{Seed: f.o.Seed, StageLimit: f.o.StageLimit, Draws: f.o.Draws, Pool: f.o.Pool}, f.o.Workers, nil)
 }
 
 // chooseWeights returns the metric weights a fit on runs uses: o.Weights,

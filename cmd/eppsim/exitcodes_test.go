@@ -100,6 +100,8 @@ func TestInputErrorsExitTwo(t *testing.T) {
 			[]string{f["seqs0.json"] + ": experiments[0] (r): engine.max_num_seqs"}},
 		{"calibrate total_gpu_kv_blocks 0", []string{"calibrate", f["blocks0.json"], "--out", filepath.Join(f["dir"], "cal.yaml")},
 			[]string{f["blocks0.json"] + ": experiments[0] (r): engine.total_gpu_kv_blocks: must be at least 2, got 0"}},
+		{"calibrate draws 0", []string{"calibrate", f["seqs0.json"], "--draws", "0", "--out", filepath.Join(f["dir"], "cal.yaml")},
+			[]string{"--draws 0: must be at least 1"}},
 		// D4: the size of a sweep.
 		{"sweep of a million points", append([]string{"sweep", "--out", out()}, million...),
 			[]string{"1,000,000 points", "--max-points", "--yes", "--random"}},

@@ -339,6 +339,7 @@ type calibrateFlags struct {
 	force       bool
 	workers     int
 	seed        uint64
+	draws       int
 	dpi         int
 	quiet       bool
 }
@@ -389,7 +390,8 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 	fl.StringVar(&f.report, "report", "", "also write the validation report of the result to this directory")
 	fl.BoolVar(&f.force, "force", false, "overwrite --out and write into a non-empty --report directory")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
-	fl.Uint64Var(&f.seed, "seed", 1, kneeSeedHelp+"; the fit itself takes one draw per run")
+	fl.Uint64Var(&f.seed, "seed", 1, kneeSeedHelp+"; the fit's objective predicts them alike (--draws)")
+	fl.IntVar(&f.draws, "draws", latency.KneeDraws, "arrival draws (seeds SEED, SEED+1, …) whose median predicts a run near its knee in the fit's objective, as validate latency predicts it; 1: one draw per run, as calibrations fitted before 2026-12-03 were")
 	fl.IntVar(&f.dpi, "dpi", 150, "resolution of the report's PNG plot")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
@@ -413,6 +415,8 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		return withExitCode(2, fmt.Errorf("--stage-limit %d: must not be negative (0 = whole runs)", f.stageLimit))
 	case f.workers < 1:
 		return withExitCode(2, fmt.Errorf("--workers %d: must be at least 1", f.workers))
+	case f.draws < 1:
+		return withExitCode(2, fmt.Errorf("--draws %d: must be at least 1", f.draws))
 	}
 	target, err := checkOutFile("--out", f.out)
 	if err != nil {
@@ -481,7 +485,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
 		Start: start, Free: free, Budget: f.budget, FoldBudget: f.foldBudget, StageLimit: f.stageLimit,
 		Protocols: protocols, Weights: weights, Candidates: candidates, InnerFolds: f.innerFolds, InnerBudget: f.innerBudget,
-		Seed: f.seed, Workers: f.workers, Progress: progress,
+		Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress,
 		Name: name, Source: strings.Join(bases, ", "), Version: version,
 	})
 	if err != nil {
