@@ -7,8 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 
 	"sigs.k8s.io/yaml"
 
@@ -175,18 +178,48 @@ var priorCalibrationYAML []byte
 // physical magnitudes, not fitted, where `eppsim calibrate` starts its
 // full fit and every out-of-sample refit.
 func PriorCalibration() Calibration {
-	c, err := ParseCalibration(priorCalibrationYAML, "calibrations/prior.yaml")
+	c, err := parsedPrior()
 	if err != nil {
 		panic(err) // embedded and tested: a failure is a build error
 	}
-	return c
+	return c.Clone()
 }
 
 // DefaultCalibration returns the shipped calibration.
 func DefaultCalibration() Calibration {
-	c, err := ParseCalibration(defaultCalibrationYAML, "calibrations/default.yaml")
+	c, err := parsedDefault()
 	if err != nil {
 		panic(err) // embedded and tested: a failure is a build error
+	}
+	return c.Clone()
+}
+
+// The embedded calibrations are parsed once per process and handed out as
+// copies (Clone), which no caller can change the originals through:
+// parsing the shipped one (its folds make it about 500 lines of YAML) was
+// nine tenths of the time of an eppsim command that fails on a flag,
+// since every built-in preset resolves it.
+var (
+	parsedDefault = sync.OnceValues(func() (Calibration, error) {
+		return ParseCalibration(defaultCalibrationYAML, "calibrations/default.yaml")
+	})
+	parsedPrior = sync.OnceValues(func() (Calibration, error) {
+		return ParseCalibration(priorCalibrationYAML, "calibrations/prior.yaml")
+	})
+)
+
+// Clone returns a copy of c that shares no map or slice with it.
+func (c Calibration) Clone() Calibration {
+	c.Fit = maps.Clone(c.Fit)
+	c.Intervals = maps.Clone(c.Intervals)
+	if c.Folds != nil {
+		folds := make([]CalibrationFold, len(c.Folds))
+		for i, f := range c.Folds {
+			f.Runs = slices.Clone(f.Runs)
+			f.Weights = maps.Clone(f.Weights)
+			folds[i] = f
+		}
+		c.Folds = folds
 	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -441,5 +442,64 @@ func TestCalibratedMoESmallBatch(t *testing.T) {
 	all := cm.denseBytes + float64(m.MoE.Layers)*16*cm.expertBytes
 	if got := cm.seconds(1, 4000, 0, 0) - 2*48*4000*5120*2/(450e9*0.52); math.Abs(got-math.Max(all/(3.35e12*0.8), (4000*cm.linFlops+cm.lmFlops)/(1979e12*0.5))) > 1e-9 {
 		t.Errorf("4,000 tokens: %.9f s does not read every expert", got)
+	}
+}
+
+// TestEmbeddedCalibrationsAreCopies: DefaultCalibration and
+// PriorCalibration parse their files once and return copies: changing every
+// map and slice of one returned value leaves the next one equal to a fresh
+// parse of the file. Clone copies every map and slice the types have
+// (checked by reflection, so that a new one cannot be missed).
+func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		get  func() Calibration
+		yaml []byte
+	}{
+		{"default", DefaultCalibration, defaultCalibrationYAML},
+		{"prior", PriorCalibration, priorCalibrationYAML},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := ParseCalibration(tc.yaml, tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := tc.get()
+			if a.Fit == nil {
+				a.Fit = map[string]float64{}
+			}
+			a.Fit["mape_e2e_mean"] = -1
+			if a.Intervals == nil {
+				a.Intervals = map[string]Interval{}
+			}
+			a.Intervals["e2e_mean"] = Interval{Low: -1}
+			a.Coefficients.StepUs = -1
+			for i := range a.Folds {
+				a.Folds[i].Runs = append(a.Folds[i].Runs[:0], "changed")
+				for m := range a.Folds[i].Weights {
+					a.Folds[i].Weights[m] = -1
+				}
+				a.Folds[i].Coefficients.StepUs = -1
+			}
+			if b := tc.get(); !reflect.DeepEqual(b, want) {
+				t.Errorf("a change to one %s calibration reached the next", tc.name)
+			}
+		})
+	}
+	if n := len(DefaultCalibration().Folds); n == 0 {
+		t.Fatal("the shipped calibration has no folds: the test cannot check their copies")
+	}
+	cloned := map[string]bool{"Calibration.Fit": true, "Calibration.Intervals": true, "Calibration.Folds": true,
+		"CalibrationFold.Runs": true, "CalibrationFold.Weights": true}
+	for _, typ := range []reflect.Type{reflect.TypeFor[Calibration](), reflect.TypeFor[CalibrationFold](), reflect.TypeFor[Coefficients](), reflect.TypeFor[Interval]()} {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			switch f.Type.Kind() {
+			case reflect.Map, reflect.Slice, reflect.Pointer, reflect.Interface:
+				if name := typ.Name() + "." + f.Name; !cloned[name] {
+					t.Errorf("%s (%s) is not copied by Clone", name, f.Type)
+				}
+			}
+		}
 	}
 }
