@@ -279,7 +279,7 @@ func refitFolds(ctx context.Context, fr fitter, p Protocol, runs []*Experiment, 
 		if err != nil {
 			return nil, err
 		}
-		fres.Fit = replica.CalibrationFold{Protocol: p.Name, HeldOut: fold.Group, Runs: fold.ids(), TrainedOn: len(train), Weights: w, Coefficients: co}
+		fres.Fit = replica.CalibrationFold{Protocol: p.Name, HeldOut: fold.Group, Runs: fold.ids(), TrainedOn: len(train), Weights: w, Draws: FoldDraws(o.Draws), Coefficients: co}
 		out = append(out, fres)
 	}
 	return out, nil
@@ -466,6 +466,16 @@ func WeightedObjective(ctx context.Context, runs []*Experiment, c replica.Calibr
 }
 
 // weightsNote says which metrics the objective weighed (empty when none).
+// FoldDraws is what a fold records of an objective with draws
+// (CalibrateOptions.Draws): its number of arrival draws near the knee, 0
+// for one draw, which is what a fold without the field means.
+func FoldDraws(draws int) int {
+	if n := (Options{Draws: draws}).draws(); n > 1 {
+		return n
+	}
+	return 0
+}
+
 // drawsNote says how the objective predicted runs near their knee.
 func drawsNote(draws int) string {
 	if n := (Options{Draws: draws}).draws(); n > 1 {

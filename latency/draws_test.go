@@ -163,3 +163,13 @@ func TestCalibrateObjectiveDraws(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldDraws: a fold records the number of draws of its objective near
+// the knee, and nothing (0, what a fold without the field means) for one.
+func TestFoldDraws(t *testing.T) {
+	for _, tc := range []struct{ draws, want int }{{0, KneeDraws}, {1, 0}, {3, 3}, {5, 5}} {
+		if got := FoldDraws(tc.draws); got != tc.want {
+			t.Errorf("FoldDraws(%d) = %d, want %d", tc.draws, got, tc.want)
+		}
+	}
+}

@@ -157,9 +157,13 @@ type CalibrationFold struct {
 	Runs     []string `json:"runs"`
 	// TrainedOn is the number of runs the refit was fitted on; Weights
 	// the metric weights its objective used (empty: all 1).
-	TrainedOn    int                `json:"trained_on"`
-	Weights      map[string]float64 `json:"weights,omitempty"`
-	Coefficients Coefficients       `json:"coefficients"`
+	TrainedOn int                `json:"trained_on"`
+	Weights   map[string]float64 `json:"weights,omitempty"`
+	// Draws is how many arrival draws predicted a run near its knee in
+	// the refit's objective (calibrate --draws); absent or 1: one draw,
+	// as every refit before --draws (2026-12-03) was fitted.
+	Draws        int          `json:"draws,omitempty"`
+	Coefficients Coefficients `json:"coefficients"`
 }
 
 // defaultCalibrationYAML is the calibration that ships: fitted by `eppsim

@@ -498,7 +498,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		return err
 	}
 	if carried != nil {
-		if err := carryProtocols(&res.Calibration, *carried, res.Results, weights); err != nil {
+		if err := carryProtocols(&res.Calibration, *carried, res.Results, weights, f.draws); err != nil {
 			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
 		}
 	}
@@ -581,7 +581,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 // the same runs with the same objective: from's leave-one-model-out folds
 // must partition exactly the runs this fit was fitted on (results that
 // are not overloaded), each with the metric weights given now.
-func carryProtocols(cal *replica.Calibration, from replica.Calibration, results []*latency.Result, weights map[string]float64) error {
+func carryProtocols(cal *replica.Calibration, from replica.Calibration, results []*latency.Result, weights map[string]float64, draws int) error {
 	fitted := map[string]bool{}
 	for _, r := range results {
 		if !r.Experiment.Overloaded() {
@@ -592,6 +592,9 @@ func carryProtocols(cal *replica.Calibration, from replica.Calibration, results 
 	for _, fd := range from.Folds {
 		if !maps.Equal(fd.Weights, weights) {
 			return fmt.Errorf("fold %s/%s was fitted with metric weights %v, this fit with %v", fd.Protocol, fd.HeldOut, fd.Weights, weights)
+		}
+		if got, want := max(fd.Draws, 1), max(latency.FoldDraws(draws), 1); got != want {
+			return fmt.Errorf("fold %s/%s predicted a run near its knee by %d arrival draws, this fit by %d (--draws)", fd.Protocol, fd.HeldOut, got, want)
 		}
 		if fd.Protocol != "model" {
 			continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eppsim/eppsim/latency"
 	"github.com/eppsim/eppsim/replica"
 )
 
@@ -242,7 +243,7 @@ func TestCalibrateContinue(t *testing.T) {
 		c.Coefficients.IngestUs = 6543.25 // far from the prior's 5000: the continued fit must start here
 		c.Folds = nil
 		for i, id := range runs {
-			c.Folds = append(c.Folds, replica.CalibrationFold{Protocol: "model", HeldOut: fmt.Sprintf("model %d", i), Runs: []string{id}, TrainedOn: 1, Coefficients: cal.Coefficients})
+			c.Folds = append(c.Folds, replica.CalibrationFold{Protocol: "model", HeldOut: fmt.Sprintf("model %d", i), Runs: []string{id}, TrainedOn: 1, Draws: latency.KneeDraws, Coefficients: cal.Coefficients})
 		}
 		c.Intervals = map[string]replica.Interval{"itl_mean": {Low: 0.9, High: 1.2, Runs: 2}}
 		c.Fit = maps.Clone(c.Fit)
@@ -296,6 +297,16 @@ func TestCalibrateContinue(t *testing.T) {
 		"--stage-limit", "20", "--continue", partial, "--quiet")
 	if exitCode(err) != 2 || !strings.Contains(err.Error(), "never hold out "+ids[1]) {
 		t.Errorf("partial folds: %v", err)
+	}
+	if _, err := os.Stat(bad); err == nil {
+		t.Error("a refused --continue wrote its --out")
+	}
+	// Folds fitted with the median of five draws near the knee do not
+	// describe a fit with one (--draws 1).
+	_, _, err = runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", bad, "--budget", "2",
+		"--stage-limit", "20", "--continue", good, "--draws", "1", "--quiet")
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "by 5 arrival draws, this fit by 1 (--draws)") {
+		t.Errorf("folds of another --draws: %v", err)
 	}
 	if _, err := os.Stat(bad); err == nil {
 		t.Error("a refused --continue wrote its --out")
