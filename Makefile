@@ -16,9 +16,11 @@ build:
 ## test: vet + staticcheck + the whole suite under the race detector, with
 ## -short: tests that re-check on a whole trace or a large corpus what a
 ## shorter input already checks run at the shorter size (a few minutes on
-## a 2-core machine).
+## a 2-core machine; -timeout 30m instead of go test's 10 minutes per
+## package, which cmd/eppsim and scenario outran under the race detector on
+## a machine busy with a calibration).
 test: vet staticcheck
-	$(GO) test -race -short -count=1 $(PKGS)
+	$(GO) test -race -short -count=1 -timeout 30m $(PKGS)
 
 ## test-long: every test at full size (whole shared traces, large corpora,
 ## the latency validation), without the race detector, which make test
