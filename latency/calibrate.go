@@ -465,7 +465,6 @@ func WeightedObjective(ctx context.Context, runs []*Experiment, c replica.Calibr
 	return total / float64(len(results)), nil
 }
 
-// weightsNote says which metrics the objective weighed (empty when none).
 // FoldDraws is what a fold records of an objective with draws
 // (CalibrateOptions.Draws): its number of arrival draws near the knee, 0
 // for one draw, which is what a fold without the field means.
@@ -478,12 +477,13 @@ func FoldDraws(draws int) int {
 
 // drawsNote says how the objective predicted runs near their knee.
 func drawsNote(draws int) string {
-	if n := (Options{Draws: draws}).draws(); n > 1 {
+	if n := FoldDraws(draws); n > 0 {
 		return fmt.Sprintf("; runs near their knee by the median of %d arrival draws", n)
 	}
 	return "; one arrival draw per run"
 }
 
+// weightsNote says which metrics the objective weighed (empty when none).
 func weightsNote(w map[string]float64) string {
 	if len(w) == 0 {
 		return ""

@@ -65,7 +65,7 @@ type Options struct {
 	StepScale float64
 	// Draws is how many arrival draws (seeds Seed, Seed+1, …) predict a
 	// run near its knee (SimulateAll, nearKnee); 0 means KneeDraws and 1
-	// a single draw, which calibration's objective uses.
+	// a single draw (calibrate --draws 1).
 	Draws int
 	// Pool, when set, shares each run's workload between the simulations
 	// of it (NewPool): the requests, their text and their block hashes

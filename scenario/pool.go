@@ -37,9 +37,8 @@ type Pool struct {
 
 	mu      sync.Mutex
 	feeds   map[poolKey]*Feed
-	joining map[*Feed]int  // runs about to join each feed: not idle
-	kept    map[*Feed]bool // feeds not closed when idle
-	order   []*Feed        // kept feeds, oldest first
+	joining map[*Feed]int // runs about to join each feed: not idle
+	kept    []*Feed       // feeds not closed when idle, oldest first
 	closed  bool
 }
 
@@ -72,7 +71,7 @@ func NewPool(retainBytes int64) *Pool {
 	if retainBytes == 0 {
 		retainBytes = DefaultRetainBytes
 	}
-	return &Pool{opts: FeedOptions{RetainBytes: max(retainBytes, 0)}, feeds: map[poolKey]*Feed{}, joining: map[*Feed]int{}, kept: map[*Feed]bool{}}
+	return &Pool{opts: FeedOptions{RetainBytes: max(retainBytes, 0)}, feeds: map[poolKey]*Feed{}, joining: map[*Feed]int{}}
 }
 
 // NewKeepingPool is NewPool(retainBytes) that also keeps feeds no run reads
@@ -131,7 +130,7 @@ func (p *Pool) feed(key poolKey, spec *Spec, e EPP) (*Feed, error) {
 	f := p.feeds[key]
 	if f == nil {
 		for k, g := range p.feeds {
-			if !p.kept[g] && p.joining[g] == 0 && g.idle() {
+			if !slices.Contains(p.kept, g) && p.joining[g] == 0 && g.idle() {
 				g.Close()
 				delete(p.feeds, k)
 			}
@@ -143,8 +142,7 @@ func (p *Pool) feed(key poolKey, spec *Spec, e EPP) (*Feed, error) {
 		f = NewFeed(SpecOpener(spec), opts)
 		p.feeds[key] = f
 		if p.keepBytes > 0 && p.keptBytes() < p.keepBytes {
-			p.kept[f] = true
-			p.order = append(p.order, f)
+			p.kept = append(p.kept, f)
 		}
 	}
 	p.joining[f]++
@@ -162,9 +160,8 @@ func (p *Pool) joined(key poolKey, f *Feed, refused bool) {
 	if refused && p.feeds[key] == f {
 		delete(p.feeds, key)
 	}
-	if refused && p.kept[f] {
-		delete(p.kept, f)
-		p.order = slices.DeleteFunc(p.order, func(g *Feed) bool { return g == f })
+	if refused {
+		p.kept = slices.DeleteFunc(p.kept, func(g *Feed) bool { return g == f })
 	}
 }
 
@@ -172,7 +169,7 @@ func (p *Pool) joined(key poolKey, f *Feed, refused bool) {
 // hold; p.mu is held.
 func (p *Pool) keptBytes() int64 {
 	var n int64
-	for _, f := range p.order {
+	for _, f := range p.kept {
 		n += f.heldBytes()
 	}
 	return n
@@ -187,8 +184,7 @@ func (p *Pool) Close() {
 		f.Close()
 		delete(p.feeds, k)
 	}
-	clear(p.kept)
-	p.order = nil
+	p.kept = nil
 }
 
 // heldBytes is the size (RequestSize) of the requests the feed holds.
