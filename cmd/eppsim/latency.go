@@ -530,6 +530,20 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		}
 		rep.OutOfSample = append(rep.OutOfSample, pr)
 	}
+	if carried != nil {
+		// The folds came with --continue's file, not from this fit: predict
+		// their held-out runs with their refits, as validate latency does, so
+		// that the protocols' figures and the in-sample coverage printed here
+		// (whose intervals come from the leave-one-model-out errors of other
+		// models' runs) are the ones validate latency prints for the file
+		// just written, not coverage by the file's pooled intervals.
+		if rep.OutOfSample, err = latency.OutOfSample(ctx, file, res.Calibration, latency.Options{Seed: f.seed}, f.workers); err != nil {
+			if ctx.Err() != nil {
+				return interrupted(ctx, nil)
+			}
+			return err
+		}
+	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "calibration %s: fitted %s on %d runs in %d evaluations (objective %.4f)\n\n", res.Calibration.ID(),
 		strings.Join(free, ", "), len(res.Fitted), res.Evaluations, res.Objective)
