@@ -81,6 +81,12 @@ type CalibrateOptions struct {
 	// and closes it when it returns. The simulations of the full runs
 	// that measure the fit read their own workloads (KeepBytes says why).
 	Pool *scenario.Pool
+	// Remeasure keeps Start's coefficients: no search, no weights chosen
+	// (Budget, Candidates and Protocols unused), only the figures of the
+	// runs simulated with them. It re-measures a calibration after a
+	// change that does not call for a refit (calibrate --continue FILE
+	// --budget 0).
+	Remeasure bool
 	// Progress receives a line per improvement (nil: none).
 	Progress io.Writer
 	// Name labels the calibration; Source says what it was fitted on.
@@ -180,13 +186,22 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	}
 	start := time.Now()
 	fr := simFitter{o: o, free: free}
-	weights, sel, err := chooseWeights(ctx, fr, runs, o, "fit")
-	if err != nil {
-		return nil, err
-	}
-	fit, evals, obj, err := fitOn(ctx, runs, o.Start.Coefficients, free, o.Budget, o, weights, "fit")
-	if err != nil {
-		return nil, err
+	var (
+		weights map[string]float64
+		sel     *Selection
+		fit     = o.Start.Coefficients
+		evals   int
+		obj     = math.NaN()
+	)
+	if o.Remeasure {
+		weights, protocols = o.Weights, nil
+	} else {
+		if weights, sel, err = chooseWeights(ctx, fr, runs, o, "fit"); err != nil {
+			return nil, err
+		}
+		if fit, evals, obj, err = fitOn(ctx, runs, o.Start.Coefficients, free, o.Budget, o, weights, "fit"); err != nil {
+			return nil, err
+		}
 	}
 	res := &CalibrateResult{Fitted: runs, Objective: obj, Evaluations: evals, Weights: weights, Selection: sel}
 	res.Calibration = replica.Calibration{Name: o.Name, Coefficients: fit, EppsimVersion: o.Version,
@@ -209,6 +224,7 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 			res.Calibration.Fit["mape_"+m] = round(v, 2)
 		}
 	}
+	heldOut := map[string][]Row{}
 	for _, p := range protocols {
 		pr := ProtocolResult{Protocol: p}
 		if pr.Folds, err = refitFolds(ctx, fr, p, runs, o); err != nil {
@@ -242,7 +258,9 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 			}
 		}
 		res.Protocols = append(res.Protocols, pr)
+		heldOut[p.Name] = prows
 	}
+	res.Calibration.Extrapolation = Extrapolations(runs, heldOut)
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "calibrate: done in %s\n", time.Since(start).Round(time.Second))
 	}

@@ -129,12 +129,15 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 	for i, res := range r.Results {
 		cases[i] = intervalCase{res: res, co: r.Calibration.Coefficients}
 	}
-	factors := func(*Experiment) map[string]replica.Interval { return r.Calibration.Intervals }
+	base := func(*Experiment) map[string]replica.Interval { return r.Calibration.Intervals }
 	if lomo != nil {
-		factors = otherModels(lomo, cases)
+		base = otherModels(lomo, cases)
 	} else if len(r.Calibration.Intervals) == 0 {
 		return nil
 	}
+	// A run beyond the fit's TP sizes or GPUs (a user's own) takes the
+	// factors eppsim run would give it (replica.Calibration.IntervalsFor).
+	factors := func(e *Experiment) map[string]replica.Interval { return runIntervals(r.Calibration, e, base(e)) }
 	cov, bounds, err := coverage(ctx, "in sample", cases, factors, r.Calibration, o, workers)
 	r.Bounds = bounds
 	if err != nil {
@@ -609,6 +612,9 @@ func (r *Report) Markdown() []byte {
 			for _, id := range g.Wrong {
 				fmt.Fprintf(&b, "\n- %s: %s on the wrong side of the knee", g.Label, id)
 			}
+		}
+		for _, n := range ExtrapolationNotes(r.Calibration, r.Results) {
+			fmt.Fprintf(&b, "\n- beyond the calibration: %s", n)
 		}
 		b.WriteString("\n")
 	}

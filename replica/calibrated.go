@@ -138,6 +138,94 @@ type Calibration struct {
 	// runs, leave one model out): a prediction p has the interval [p·Low,
 	// p·High] (docs/latency.md, "Intervals"). Empty without protocol runs.
 	Intervals map[string]Interval `json:"intervals,omitempty"`
+	// Extrapolation records, per axis of the runs it was fitted on
+	// (ExtrapolationAxes: the TP size, the GPU), the values the fit saw
+	// and the interval factors of the protocol that held each value out
+	// in turn. A run at a value the fit never saw takes those factors as
+	// well (IntervalsFor; docs/latency.md, "Intervals"). Empty in files
+	// written before 2026-12-03's session 15.
+	Extrapolation map[string]Extrapolation `json:"extrapolation,omitempty"`
+}
+
+// Extrapolation is a calibration's reach along one axis of its runs.
+type Extrapolation struct {
+	// Seen lists the axis's values among the runs fitted on (TP sizes as
+	// decimal numbers, GPUs by catalogue name), sorted.
+	Seen []string `json:"seen"`
+	// Intervals are, per latency metric, the factors of the held-out
+	// errors of the axis's protocol (calibrate --protocol tp or gpu),
+	// measured ÷ predicted over whole runs as Intervals are; empty when
+	// the protocol did not run or predicted fewer than 5 runs.
+	Intervals map[string]Interval `json:"intervals,omitempty"`
+}
+
+// ExtrapolationAxis is one axis a calibration records its reach along.
+type ExtrapolationAxis struct {
+	// Key is the axis's key in Calibration.Extrapolation, which is also
+	// the name of the protocol that holds its values out (latency
+	// package: "tp", "gpu").
+	Key string
+	// Plural names the axis's values in sentences ("TP sizes").
+	Plural string
+	// Protocol names the protocol in sentences.
+	Protocol string
+}
+
+// ExtrapolationAxes are the axes calibrate records, in the order
+// IntervalsFor reports them.
+var ExtrapolationAxes = []ExtrapolationAxis{
+	{Key: "tp", Plural: "TP sizes", Protocol: "leave-one-TP-size-out"},
+	{Key: "gpu", Plural: "GPUs", Protocol: "leave-one-GPU-out"},
+}
+
+// IntervalsFor returns the interval factors of a run on tensor-parallel
+// groups of tp GPUs named gpu (a catalogue name): c.Intervals (the error
+// to expect on a model the fit never saw), each widened to the factors
+// of every axis whose value the fit never saw (the lower of the two lows,
+// the higher of the two highs), and one sentence per such axis, saying
+// what the interval rests on. A run the calibration covers gets
+// c.Intervals and no sentence.
+//
+// The choice, where the issue that asked for intervals is silent: a run
+// beyond the fit's TP sizes or GPUs is predicted by physics the fit only
+// checked at other values (the all-reduce, the datasheet ratios), and
+// the protocol that held a value out measured what that costs, so its
+// errors bound the run's as well as the model-out errors do. Nothing
+// narrows an interval: the union keeps both sources of error.
+func (c *Calibration) IntervalsFor(tp int, gpu string) (map[string]Interval, []string) {
+	out := maps.Clone(c.Intervals)
+	var notes []string
+	for _, ax := range ExtrapolationAxes {
+		x, ok := c.Extrapolation[ax.Key]
+		if !ok || len(x.Seen) == 0 {
+			continue
+		}
+		v, label := gpu, gpu
+		if ax.Key == "tp" {
+			v, label = fmt.Sprint(max(tp, 1)), fmt.Sprintf("TP %d", max(tp, 1))
+		}
+		if v == "" || slices.Contains(x.Seen, v) {
+			continue
+		}
+		note := fmt.Sprintf("%s is outside the calibration's %s (%s)", label, ax.Plural, strings.Join(x.Seen, ", "))
+		if len(x.Intervals) == 0 {
+			notes = append(notes, note+"; no "+ax.Protocol+" errors measure it (too few runs held out, or the protocol was not run), so the intervals leave it out")
+			continue
+		}
+		notes = append(notes, note+"; the intervals include its "+ax.Protocol+" errors")
+		if out == nil {
+			out = map[string]Interval{}
+		}
+		for m, iv := range x.Intervals {
+			base, has := out[m]
+			if !has {
+				out[m] = iv
+				continue
+			}
+			out[m] = Interval{Low: min(base.Low, iv.Low), High: max(base.High, iv.High), Runs: base.Runs + iv.Runs}
+		}
+	}
+	return out, notes
 }
 
 // Interval is a pair of factors around a prediction.
@@ -216,6 +304,14 @@ var (
 func (c Calibration) Clone() Calibration {
 	c.Fit = maps.Clone(c.Fit)
 	c.Intervals = maps.Clone(c.Intervals)
+	if c.Extrapolation != nil {
+		x := make(map[string]Extrapolation, len(c.Extrapolation))
+		for k, v := range c.Extrapolation {
+			v.Seen, v.Intervals = slices.Clone(v.Seen), maps.Clone(v.Intervals)
+			x[k] = v
+		}
+		c.Extrapolation = x
+	}
 	if c.Folds != nil {
 		folds := make([]CalibrationFold, len(c.Folds))
 		for i, f := range c.Folds {
@@ -250,6 +346,19 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 	for m, iv := range c.Intervals {
 		if !(iv.Low > 0) || !(iv.High >= iv.Low) || math.IsInf(iv.High, 0) {
 			return Calibration{}, fmt.Errorf("%s: intervals.%s: want 0 < low ≤ high, got %v and %v", file, m, iv.Low, iv.High)
+		}
+	}
+	for k, x := range c.Extrapolation {
+		if !slices.ContainsFunc(ExtrapolationAxes, func(a ExtrapolationAxis) bool { return a.Key == k }) {
+			return Calibration{}, fmt.Errorf("%s: extrapolation.%s: unknown axis (have tp, gpu)", file, k)
+		}
+		if len(x.Seen) == 0 {
+			return Calibration{}, fmt.Errorf("%s: extrapolation.%s.seen: required", file, k)
+		}
+		for m, iv := range x.Intervals {
+			if !(iv.Low > 0) || !(iv.High >= iv.Low) || math.IsInf(iv.High, 0) {
+				return Calibration{}, fmt.Errorf("%s: extrapolation.%s.intervals.%s: want 0 < low ≤ high, got %v and %v", file, k, m, iv.Low, iv.High)
+			}
 		}
 	}
 	for i, f := range c.Folds {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -474,6 +475,13 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 			}
 			a.Intervals["e2e_mean"] = Interval{Low: -1}
 			a.Coefficients.StepUs = -1
+			for k, x := range a.Extrapolation {
+				x.Seen[0] = "changed"
+				for m := range x.Intervals {
+					x.Intervals[m] = Interval{Low: -1}
+				}
+				a.Extrapolation[k] = x
+			}
 			for i := range a.Folds {
 				a.Folds[i].Runs = append(a.Folds[i].Runs[:0], "changed")
 				for m := range a.Folds[i].Weights {
@@ -489,9 +497,13 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 	if n := len(DefaultCalibration().Folds); n == 0 {
 		t.Fatal("the shipped calibration has no folds: the test cannot check their copies")
 	}
+	if x := DefaultCalibration().Extrapolation["tp"]; len(x.Seen) == 0 || len(x.Intervals) == 0 {
+		t.Fatal("the shipped calibration records no reach: the test cannot check its copies")
+	}
 	cloned := map[string]bool{"Calibration.Fit": true, "Calibration.Intervals": true, "Calibration.Folds": true,
-		"CalibrationFold.Runs": true, "CalibrationFold.Weights": true}
-	for _, typ := range []reflect.Type{reflect.TypeFor[Calibration](), reflect.TypeFor[CalibrationFold](), reflect.TypeFor[Coefficients](), reflect.TypeFor[Interval]()} {
+		"CalibrationFold.Runs": true, "CalibrationFold.Weights": true,
+		"Calibration.Extrapolation": true, "Extrapolation.Seen": true, "Extrapolation.Intervals": true}
+	for _, typ := range []reflect.Type{reflect.TypeFor[Calibration](), reflect.TypeFor[CalibrationFold](), reflect.TypeFor[Coefficients](), reflect.TypeFor[Interval](), reflect.TypeFor[Extrapolation]()} {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
 			switch f.Type.Kind() {
@@ -500,6 +512,74 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 					t.Errorf("%s (%s) is not copied by Clone", name, f.Type)
 				}
 			}
+		}
+	}
+}
+
+// TestCalibrationIntervalsFor: a run at a TP size or GPU the fit never
+// saw takes the axis's protocol factors as well, metric by metric (the
+// lower low, the higher high; a metric only the axis has comes as it
+// is), with one sentence per axis; a run the fit covers gets the
+// model-out factors alone. Worked by hand from the factors below.
+func TestCalibrationIntervalsFor(t *testing.T) {
+	c := Calibration{Name: "x",
+		Intervals: map[string]Interval{"itl_mean": {Low: 0.8, High: 1.15, Runs: 26}, "ttft_mean": {Low: 0.6, High: 1.6, Runs: 26}},
+		Extrapolation: map[string]Extrapolation{
+			"tp":  {Seen: []string{"1", "2", "4"}, Intervals: map[string]Interval{"itl_mean": {Low: 0.7, High: 1.1, Runs: 26}, "ttft_p99": {Low: 0.3, High: 2, Runs: 26}}},
+			"gpu": {Seen: []string{"A100-80GB", "H100"}},
+		}}
+	base := c.Intervals
+	wideTP := map[string]Interval{"itl_mean": {Low: 0.7, High: 1.15, Runs: 52}, "ttft_mean": {Low: 0.6, High: 1.6, Runs: 26}, "ttft_p99": {Low: 0.3, High: 2, Runs: 26}}
+	tpNote := "TP 8 is outside the calibration's TP sizes (1, 2, 4); the intervals include its leave-one-TP-size-out errors"
+	gpuNote := "H200 is outside the calibration's GPUs (A100-80GB, H100); no leave-one-GPU-out errors measure it (too few runs held out, or the protocol was not run), so the intervals leave it out"
+	for _, tc := range []struct {
+		name  string
+		tp    int
+		gpu   string
+		want  map[string]Interval
+		notes []string
+	}{
+		{"covered", 2, "H100", base, nil},
+		{"TP 0 is TP 1", 0, "A100-80GB", base, nil},
+		{"TP 8", 8, "H100", wideTP, []string{tpNote}},
+		{"unseen GPU, no factors", 4, "H200", base, []string{gpuNote}},
+		{"both", 8, "H200", wideTP, []string{tpNote, gpuNote}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, notes := c.IntervalsFor(tc.tp, tc.gpu)
+			if !reflect.DeepEqual(got, tc.want) || !slices.Equal(notes, tc.notes) {
+				t.Errorf("IntervalsFor(%d, %s) = %v, %q; want %v, %q", tc.tp, tc.gpu, got, notes, tc.want, tc.notes)
+			}
+		})
+	}
+	if !reflect.DeepEqual(c.Intervals, base) || c.Intervals["itl_mean"].Low != 0.8 {
+		t.Errorf("IntervalsFor changed the calibration's own factors: %v", c.Intervals)
+	}
+	// A calibration without a record of its reach widens nothing.
+	old := Calibration{Name: "old", Intervals: base}
+	if got, notes := old.IntervalsFor(8, "H200"); !reflect.DeepEqual(got, base) || notes != nil {
+		t.Errorf("no reach recorded: %v, %q", got, notes)
+	}
+}
+
+// TestParseCalibrationExtrapolation: the reach's errors name the field.
+func TestParseCalibrationExtrapolation(t *testing.T) {
+	const head = "name: x\ncoefficients: {step_us: 100, layer_us: 1, seq_us: 1, eta_weights: 0.7, eta_kv: 0.7, mfu: 0.5, roofline_exponent: 3, all_reduce_us: 5, eta_link: 0.8, ingest_us: 1000, ingest_jitter: 0.3}\n"
+	for _, tc := range []struct{ body, want string }{
+		{"extrapolation: {tp: {seen: ['1', '2']}}\n", ""},
+		{"extrapolation: {dp: {seen: ['1']}}\n", "extrapolation.dp: unknown axis"},
+		{"extrapolation: {tp: {}}\n", "extrapolation.tp.seen: required"},
+		{"extrapolation: {tp: {seen: ['1'], intervals: {itl_mean: {low: 1.2, high: 0.9, runs: 5}}}}\n", "extrapolation.tp.intervals.itl_mean: want 0 < low ≤ high"},
+	} {
+		_, err := ParseCalibration([]byte(head+tc.body), "c.yaml")
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.body, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "c.yaml: "+tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.body, err, tc.want)
 		}
 	}
 }

@@ -46,6 +46,7 @@ func Findings(runs []NamedSummary) []string {
 			out = append(out, s)
 		}
 	}
+	out = append(out, beyondSentences(rs)...)
 	for _, r := range rs {
 		if s := routingSentence(r); s != "" {
 			out = append(out, s)
@@ -440,4 +441,35 @@ func unmeasuredSentence(r NamedSummary) string {
 	}
 	return out + "; nothing is measured, so latency, throughput, the hit-rate ladder and the routing shares are undefined " +
 		"(null in summary.json, n/a in the tables)."
+}
+
+// beyondSentences say where the configs' fleets are beyond what their
+// step-time calibration was fitted on (LatencyIntervals.Beyond), each
+// sentence once, led by the configs it concerns unless it concerns all:
+// "Beyond the calibration: TP 8 is outside the calibration's TP sizes
+// (1, 2, 4); the intervals include its leave-one-TP-size-out errors."
+func beyondSentences(rs []NamedSummary) []string {
+	var notes []string
+	who := map[string][]string{}
+	for _, r := range rs {
+		iv := r.Summary.Intervals
+		if iv == nil {
+			continue
+		}
+		for _, n := range iv.Beyond {
+			if _, ok := who[n]; !ok {
+				notes = append(notes, n)
+			}
+			who[n] = append(who[n], r.Name)
+		}
+	}
+	out := make([]string, 0, len(notes))
+	for _, n := range notes {
+		if len(who[n]) == len(rs) {
+			out = append(out, "Beyond the calibration: "+n+".")
+		} else {
+			out = append(out, strings.Join(who[n], ", ")+": beyond the calibration: "+n+".")
+		}
+	}
+	return out
 }

@@ -193,3 +193,30 @@ func TestMTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestBeyondSentences: where the fleets are beyond their calibration,
+// each sentence comes once, led by the configs it concerns unless it
+// concerns them all; configs without intervals say nothing.
+func TestBeyondSentences(t *testing.T) {
+	const tp8 = "TP 8 is outside the calibration's TP sizes (1, 2, 4); the intervals include its leave-one-TP-size-out errors"
+	const h200 = "H200 is outside the calibration's GPUs (H100); no leave-one-GPU-out errors measure it (too few runs held out, or the protocol was not run), so the intervals leave it out"
+	mk := func(name string, beyond ...string) NamedSummary {
+		s := &Summary{Intervals: &LatencyIntervals{Beyond: beyond}}
+		return NamedSummary{Name: name, Summary: s}
+	}
+	for _, tc := range []struct {
+		name string
+		runs []NamedSummary
+		want []string
+	}{
+		{"all alike", []NamedSummary{mk("a", tp8), mk("b", tp8)}, []string{"Beyond the calibration: " + tp8 + "."}},
+		{"some", []NamedSummary{mk("a", tp8), mk("b", tp8, h200), mk("c")}, []string{"a, b: beyond the calibration: " + tp8 + ".", "b: beyond the calibration: " + h200 + "."}},
+		{"none", []NamedSummary{mk("a"), {Name: "b", Summary: &Summary{}}}, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := beyondSentences(tc.runs); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -40,11 +40,15 @@ type LatencyIntervals struct {
 	// Basis says what they rest on: the calibration's out-of-sample error
 	// factors, and near the knee also the run repeated with every step
 	// at both ends of the step-time interval.
-	Basis   string `json:"basis"`
-	TTFTP50 [2]Num `json:"ttft_p50"`
-	TTFTP99 [2]Num `json:"ttft_p99"`
-	TPOTP50 [2]Num `json:"tpot_p50"`
-	E2EP99  [2]Num `json:"e2e_p99"`
+	Basis string `json:"basis"`
+	// Beyond says, one sentence each, where the fleet is beyond what the
+	// calibration was fitted on (a TP size, a GPU it never saw) and what
+	// the intervals take from that (replica.Calibration.IntervalsFor).
+	Beyond  []string `json:"beyond_calibration,omitempty"`
+	TTFTP50 [2]Num   `json:"ttft_p50"`
+	TTFTP99 [2]Num   `json:"ttft_p99"`
+	TPOTP50 [2]Num   `json:"tpot_p50"`
+	E2EP99  [2]Num   `json:"e2e_p99"`
 	// Scales are the step-time factors the knee simulations ran with
 	// (absent when the run is not near its knee).
 	Scales []Num `json:"step_scales,omitempty"`

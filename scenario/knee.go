@@ -2,7 +2,9 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/report"
@@ -85,16 +87,49 @@ func calibrationOf(fleet []sim.ReplicaSpec) *replica.Calibration {
 	return nil
 }
 
-// intervalsOf is the headline latencies' 90% intervals from the
-// calibration's factors (replica.Calibration.Intervals): TTFT p50 takes
-// ttft_mean's, TTFT p99 ttft_p99's, TPOT p50 itl_mean's and E2E p99
-// e2e_p99's (the calibration measures means and tails of whole runs;
-// these are their nearest counterparts). Nil without factors.
-func intervalsOf(c *replica.Calibration, s *report.Summary) *report.LatencyIntervals {
+// fleetFactors is the interval factors of a run on the fleet: those of
+// its calibration (calibrationOf) for each calibrated replica's TP size
+// and GPU (replica.Calibration.IntervalsFor), the widest of them per
+// metric, and the sentences of every replica beyond what the calibration
+// was fitted on, each once. Nil factors without a calibration.
+func fleetFactors(fleet []sim.ReplicaSpec) (*replica.Calibration, map[string]replica.Interval, []string) {
+	c := calibrationOf(fleet)
+	if c == nil {
+		return nil, nil, nil
+	}
+	f := maps.Clone(c.Intervals)
+	var notes []string
+	id := c.ID()
+	for _, r := range fleet {
+		if rc := r.Preset.Calibration; rc == nil || (rc != c && rc.ID() != id) {
+			continue
+		}
+		g, ns := c.IntervalsFor(r.Preset.TensorParallelSize, r.Preset.GPU.Name)
+		for m, iv := range g {
+			if b, ok := f[m]; ok {
+				iv = replica.Interval{Low: min(b.Low, iv.Low), High: max(b.High, iv.High), Runs: max(b.Runs, iv.Runs)}
+			}
+			f[m] = iv
+		}
+		for _, n := range ns {
+			if !slices.Contains(notes, n) {
+				notes = append(notes, n)
+			}
+		}
+	}
+	return c, f, notes
+}
+
+// intervalsOf is the headline latencies' 90% intervals from the fleet's
+// factors (fleetFactors): TTFT p50 takes ttft_mean's, TTFT p99
+// ttft_p99's, TPOT p50 itl_mean's and E2E p99 e2e_p99's (the calibration
+// measures means and tails of whole runs; these are their nearest
+// counterparts). Nil without factors.
+func intervalsOf(fleet []sim.ReplicaSpec, s *report.Summary) *report.LatencyIntervals {
+	c, f, notes := fleetFactors(fleet)
 	if c == nil {
 		return nil
 	}
-	f := c.Intervals
 	get := func(v report.Num, metric string) [2]report.Num {
 		iv, ok := f[metric]
 		if !ok || !v.Defined() {
@@ -102,8 +137,13 @@ func intervalsOf(c *replica.Calibration, s *report.Summary) *report.LatencyInter
 		}
 		return [2]report.Num{report.Num(v.Float() * iv.Low), report.Num(v.Float() * iv.High)}
 	}
+	basis := "the calibration's out-of-sample errors (" + c.ID() + ", leave one model out"
+	for _, n := range notes {
+		basis += "; " + n
+	}
 	return &report.LatencyIntervals{
-		Basis:   "the calibration's out-of-sample errors (" + c.ID() + ", leave one model out)",
+		Basis:   basis + ")",
+		Beyond:  notes,
 		TTFTP50: get(s.Latency.TTFT.P50, "ttft_mean"),
 		TTFTP99: get(s.Latency.TTFT.P99, "ttft_p99"),
 		TPOTP50: get(s.Latency.TPOT.P50, "itl_mean"),
@@ -112,16 +152,16 @@ func intervalsOf(c *replica.Calibration, s *report.Summary) *report.LatencyInter
 }
 
 // StepScales returns the step-time factors of a run's knee simulations:
-// the calibration's ITL interval (the out-of-sample error of the decode
-// step), and whether the run is near its knee, its busiest replica
-// reaching NearKnee with steps at the slow end. ok is false when the run
-// has no knee or its calibration no factors.
+// the ITL interval of the fleet's factors (the out-of-sample error of the
+// decode step, fleetFactors), and whether the run is near its knee, its
+// busiest replica reaching NearKnee with steps at the slow end. ok is
+// false when the run has no knee or its calibration no factors.
 func StepScales(fleet []sim.ReplicaSpec, s *report.Summary) (low, high float64, near, ok bool) {
-	c := calibrationOf(fleet)
+	c, f, _ := fleetFactors(fleet)
 	if c == nil || s.Knee == nil || !s.Knee.BusiestUtilization.Defined() {
 		return 0, 0, false, false
 	}
-	itl, has := c.Intervals["itl_mean"]
+	itl, has := f["itl_mean"]
 	if !has {
 		return 0, 0, false, false
 	}

@@ -2,10 +2,12 @@ package scenario
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/report"
+	"github.com/eppsim/eppsim/sim"
 )
 
 // TestRunKnee: a run's knee is every replica's sustainable rate for the
@@ -109,5 +111,50 @@ func TestWidenIntervals(t *testing.T) {
 	}
 	if len(iv.Scales) != 2 || iv.Scales[0] != 0.9 || iv.Scales[1] != 1.1 {
 		t.Errorf("scales %v", iv.Scales)
+	}
+}
+
+// TestFleetFactorsBeyondTheCalibration: a fleet with a replica at a TP
+// size its calibration never saw takes, per metric, the wider of the
+// factors (the model-out ones and the TP protocol's), says so once, and
+// its knee simulations run at the widened ITL factors; a fleet the
+// calibration covers keeps the model-out factors. Factors by hand.
+func TestFleetFactorsBeyondTheCalibration(t *testing.T) {
+	c := &replica.Calibration{Name: "x",
+		Intervals: map[string]replica.Interval{"itl_mean": {Low: 0.8, High: 1.15, Runs: 26}, "ttft_p99": {Low: 0.4, High: 2.1, Runs: 26}},
+		Extrapolation: map[string]replica.Extrapolation{
+			"tp":  {Seen: []string{"1", "2", "4"}, Intervals: map[string]replica.Interval{"itl_mean": {Low: 0.7, High: 1.1, Runs: 26}}},
+			"gpu": {Seen: []string{"H100"}},
+		}}
+	replicaAt := func(tp int) sim.ReplicaSpec {
+		p := replica.Preset{TensorParallelSize: tp, Calibration: c}
+		p.GPU.Name = "H100"
+		return sim.ReplicaSpec{Preset: p}
+	}
+	s := &report.Summary{}
+	s.Latency.TPOT.P50, s.Latency.TTFT.P99 = 10, 100
+	s.Knee = &report.Knee{BusiestUtilization: 0.8}
+
+	covered := []sim.ReplicaSpec{replicaAt(2), replicaAt(4)}
+	iv := intervalsOf(covered, s)
+	if iv.TPOTP50 != [2]report.Num{8, 11.5} || len(iv.Beyond) != 0 {
+		t.Errorf("covered fleet: TPOT %v, beyond %q", iv.TPOTP50, iv.Beyond)
+	}
+	// 0.8 × 1.15 = 0.92 ≥ 0.9: near its knee either way.
+	if low, high, near, ok := StepScales(covered, s); !ok || low != 0.8 || high != 1.15 || !near {
+		t.Errorf("covered fleet's scales %v %v %v %v", low, high, near, ok)
+	}
+
+	mixed := []sim.ReplicaSpec{replicaAt(2), replicaAt(8), replicaAt(8)}
+	iv = intervalsOf(mixed, s)
+	if iv.TPOTP50 != [2]report.Num{7, 11.5} || iv.TTFTP99 != [2]report.Num{40, 210} {
+		t.Errorf("TP 8 fleet: TPOT %v (want 7–11.5), TTFT p99 %v (want 40–210)", iv.TPOTP50, iv.TTFTP99)
+	}
+	want := "TP 8 is outside the calibration's TP sizes (1, 2, 4); the intervals include its leave-one-TP-size-out errors"
+	if len(iv.Beyond) != 1 || iv.Beyond[0] != want || !strings.Contains(iv.Basis, want) {
+		t.Errorf("TP 8 fleet: beyond %q, basis %q", iv.Beyond, iv.Basis)
+	}
+	if low, high, _, ok := StepScales(mixed, s); !ok || low != 0.7 || high != 1.15 {
+		t.Errorf("TP 8 fleet's scales %v %v", low, high)
 	}
 }

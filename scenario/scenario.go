@@ -314,7 +314,7 @@ func run(ctx context.Context, spec *Spec, e EPP, hooks Hooks, join func() (*Feed
 		if s.Knee, err = kneeOf(spec.Fleet, s); err != nil {
 			return nil, err
 		}
-		s.Intervals = intervalsOf(calibrationOf(spec.Fleet), s)
+		s.Intervals = intervalsOf(spec.Fleet, s)
 		if s.Knee != nil {
 			if _, _, near, ok := StepScales(spec.Fleet, s); ok {
 				s.Knee.NearKnee = near

@@ -242,6 +242,9 @@ func printKnee(w io.Writer, rep *latency.Report) {
 			fmt.Fprintf(w, "  wrong side (%s): %s\n", g.Label, id)
 		}
 	}
+	for _, n := range latency.ExtrapolationNotes(rep.Calibration, rep.Results) {
+		fmt.Fprintf(w, "  beyond the calibration: %s\n", n)
+	}
 }
 
 // printMedians prints the median APE beside the MAPE when the report has
@@ -372,10 +375,10 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 	fl.StringVar(&f.out, "out", "", "calibration file to write (required)")
 	fl.StringVar(&f.engine, "engine", "", engineHelp)
 	fl.StringVar(&f.start, "start", "", "calibration to start from, the full fit and every --protocol refit alike (default: the documented prior, replica/calibrations/prior.yaml; starting from a calibration fitted on the same runs would carry what the held-out runs taught it into the refits)")
-	fl.StringVar(&f.cont, "continue", "", "calibration FILE to continue: the full fit starts from FILE's coefficients, and FILE's out-of-sample folds, their figures and its intervals are kept as they are (each fold was refitted without the full fit, so continuing it does not change them); FILE's leave-one-model-out folds must have held out exactly these inputs' fitted runs, with these metric weights; not with --start, --protocol or --weight-candidate")
+	fl.StringVar(&f.cont, "continue", "", "calibration FILE to continue: the full fit starts from FILE's coefficients, and FILE's out-of-sample folds, their figures and its intervals are kept as they are (each fold was refitted without the full fit, so continuing it does not change them; its reach beyond the fitted TP sizes and GPUs is measured again from them); FILE's leave-one-model-out folds must have held out exactly these inputs' fitted runs, with these metric weights; not with --start, --protocol or --weight-candidate. With --budget 0 nothing is fitted: FILE's coefficients are kept and its figures measured again (after a change to eppsim that does not call for a refit)")
 	fl.StringVar(&f.name, "name", "", "name of the calibration (default: the --out file's base name)")
 	fl.StringVar(&f.free, "free", strings.Join(latency.DefaultFree, ","), "coefficients to fit, comma-separated (of "+strings.Join(replica.CoefficientNames, ", ")+")")
-	fl.IntVar(&f.budget, "budget", 300, "objective evaluations of the fit (each simulates every fitted run)")
+	fl.IntVar(&f.budget, "budget", 300, "objective evaluations of the fit (each simulates every fitted run); 0 only with --continue, to re-measure without fitting")
 	fl.IntVar(&f.foldBudget, "fold-budget", 0, "objective evaluations of each --protocol refit (0: --budget)")
 	fl.IntVar(&f.foldBudget, "lomo-budget", 0, "old name of --fold-budget")
 	_ = fl.MarkDeprecated("lomo-budget", "use --fold-budget")
@@ -403,8 +406,8 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	switch {
 	case f.out == "":
 		return withExitCode(2, errors.New("--out is required (the calibration file to write)"))
-	case f.budget < 1:
-		return withExitCode(2, fmt.Errorf("--budget %d: must be at least 1", f.budget))
+	case f.budget < 0 || (f.budget == 0 && f.cont == ""):
+		return withExitCode(2, fmt.Errorf("--budget %d: must be at least 1 (0 only with --continue, which then re-measures FILE without fitting)", f.budget))
 	case f.foldBudget < 0:
 		return withExitCode(2, fmt.Errorf("--fold-budget %d: must not be negative", f.foldBudget))
 	case f.innerFolds < 2:
@@ -485,7 +488,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
 		Start: start, Free: free, Budget: f.budget, FoldBudget: f.foldBudget, StageLimit: f.stageLimit,
 		Protocols: protocols, Weights: weights, Candidates: candidates, InnerFolds: f.innerFolds, InnerBudget: f.innerBudget,
-		Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress,
+		Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress, Remeasure: carried != nil && f.budget == 0,
 		Name: name, Source: strings.Join(bases, ", "), Version: version,
 	})
 	if err != nil {
@@ -497,10 +500,30 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		}
 		return err
 	}
+	var carriedOOS []latency.ProtocolRows
 	if carried != nil {
 		if err := carryProtocols(&res.Calibration, *carried, res.Results, weights, f.draws); err != nil {
 			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
 		}
+		if f.budget == 0 {
+			res.Calibration.FittedOn = carried.FittedOn
+			res.Calibration.Notes = strings.TrimSpace(carried.Notes + fmt.Sprintf(" Re-measured without refitting by eppsim %s (calibrate --continue --budget 0).", version))
+		}
+		// The folds came with --continue's file, not from this fit: predict
+		// their held-out runs with their refits, as validate latency does, so
+		// that the protocols' figures and the in-sample coverage printed here
+		// (whose intervals come from the leave-one-model-out errors of other
+		// models' runs) are the ones validate latency prints for the file
+		// written, not coverage by the file's pooled intervals; and measure
+		// from them how far the calibration reaches beyond its fitted TP
+		// sizes and GPUs.
+		if carriedOOS, err = latency.OutOfSample(ctx, file, res.Calibration, latency.Options{Seed: f.seed}, f.workers); err != nil {
+			if ctx.Err() != nil {
+				return interrupted(ctx, nil)
+			}
+			return err
+		}
+		res.Calibration.Extrapolation = latency.ExtrapolationsOf(res.Fitted, carriedOOS)
 	}
 	y, err := res.Calibration.MarshalYAML()
 	if err != nil {
@@ -531,22 +554,15 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		rep.OutOfSample = append(rep.OutOfSample, pr)
 	}
 	if carried != nil {
-		// The folds came with --continue's file, not from this fit: predict
-		// their held-out runs with their refits, as validate latency does, so
-		// that the protocols' figures and the in-sample coverage printed here
-		// (whose intervals come from the leave-one-model-out errors of other
-		// models' runs) are the ones validate latency prints for the file
-		// just written, not coverage by the file's pooled intervals.
-		if rep.OutOfSample, err = latency.OutOfSample(ctx, file, res.Calibration, latency.Options{Seed: f.seed}, f.workers); err != nil {
-			if ctx.Err() != nil {
-				return interrupted(ctx, nil)
-			}
-			return err
-		}
+		rep.OutOfSample = carriedOOS
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "calibration %s: fitted %s on %d runs in %d evaluations (objective %.4f)\n\n", res.Calibration.ID(),
-		strings.Join(free, ", "), len(res.Fitted), res.Evaluations, res.Objective)
+	if carried != nil && f.budget == 0 {
+		fmt.Fprintf(w, "calibration %s: %s's coefficients re-measured on %d runs, not refitted\n\n", res.Calibration.ID(), f.cont, len(res.Fitted))
+	} else {
+		fmt.Fprintf(w, "calibration %s: fitted %s on %d runs in %d evaluations (objective %.4f)\n\n", res.Calibration.ID(),
+			strings.Join(free, ", "), len(res.Fitted), res.Evaluations, res.Objective)
+	}
 	printCoefficients(w, res.Calibration.Coefficients)
 	fmt.Fprintln(w)
 	printFit(w, rep)

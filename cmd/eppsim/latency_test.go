@@ -311,6 +311,39 @@ func TestCalibrateContinue(t *testing.T) {
 	if c, err := replica.ParseCalibration(y, one); err != nil || c.Coefficients.IngestUs != 6543.25 {
 		t.Errorf("one evaluation: %+v, want ingest_us 6543.25 from --continue's file (%v)", c.Coefficients, err)
 	}
+	// --budget 0 re-measures: every coefficient and fold of FILE kept, the
+	// fit's reach recorded (these runs are TP 1 and TP 2 on H100; FILE
+	// has leave-one-model-out folds only, so no TP or GPU factors).
+	same := filepath.Join(dir, "same.yaml")
+	remOut, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", same, "--budget", "0",
+		"--stage-limit", "20", "--continue", good, "--quiet")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(remOut, "re-measured on 2 runs, not refitted") {
+		t.Errorf("--budget 0 printed:\n%s", remOut)
+	}
+	if y, err = os.ReadFile(same); err != nil {
+		t.Fatal(err)
+	}
+	rem, err := replica.ParseCalibration(y, same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCo := cal.Coefficients
+	wantCo.IngestUs = 6543.25
+	if rem.Coefficients != wantCo || len(rem.Folds) != 2 || rem.Fit["lomo_mape_itl_mean"] != 12.5 {
+		t.Errorf("re-measured: coefficients %+v (want %+v), %d folds, fit %v", rem.Coefficients, wantCo, len(rem.Folds), rem.Fit)
+	}
+	if tp, gpu := rem.Extrapolation["tp"], rem.Extrapolation["gpu"]; !slices.Equal(tp.Seen, []string{"1", "2"}) || len(tp.Intervals) != 0 || !slices.Equal(gpu.Seen, []string{"H100"}) {
+		t.Errorf("re-measured reach: %+v", rem.Extrapolation)
+	}
+	if !strings.Contains(rem.Notes, "Re-measured without refitting") || rem.FittedOn != cal.FittedOn {
+		t.Errorf("re-measured provenance: fitted_on %q, notes %q", rem.FittedOn, rem.Notes)
+	}
+	if _, _, err := runCLI(t, "calibrate", resultsDirs.codegen, "--out", filepath.Join(dir, "never.yaml"), "--budget", "0"); exitCode(err) != 2 || !strings.Contains(err.Error(), "0 only with --continue") {
+		t.Errorf("--budget 0 without --continue: %v", err)
+	}
 	// Folds that never held out one of the fitted runs do not describe
 	// this fit.
 	partial := withFolds(ids[0])

@@ -1,0 +1,81 @@
+package latency
+
+import (
+	"context"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eppsim/eppsim/replica"
+)
+
+// TestExtrapolations: the reach records the fitted runs' TP sizes (by
+// value, not as strings: 16 after 4) and GPUs, and the factors of the
+// axis protocol's held-out errors, none from fewer than 5 (the GPU
+// protocol's 2 here). The six errors are TestFactors's: 0.825–1.275.
+func TestExtrapolations(t *testing.T) {
+	fitted := []*Experiment{
+		run("a", "A", "H100", 4, 1000, 1), run("b", "B", "H100", 1, 1000, 1),
+		run("c", "C", "L40S", 16, 1000, 1), run("d", "D", "H100", 1, 1000, 1),
+	}
+	rowsOf := func(ratios ...float64) []Row {
+		var rows []Row
+		for i, r := range ratios {
+			rows = append(rows, Row{Experiment: string(rune('a' + i)), Scope: "summary", Metric: "itl_mean", Predicted: 10, Actual: 10 * r})
+		}
+		return rows
+	}
+	x := Extrapolations(fitted, map[string][]Row{"tp": rowsOf(1.1, 0.8, 1.3, 1.0, 0.9, 1.2), "gpu": rowsOf(1.1, 1.2)})
+	want := map[string]replica.Extrapolation{
+		"tp":  {Seen: []string{"1", "4", "16"}, Intervals: map[string]replica.Interval{"itl_mean": {Low: 0.825, High: 1.275, Runs: 6}}},
+		"gpu": {Seen: []string{"H100", "L40S"}},
+	}
+	if !reflect.DeepEqual(x, want) {
+		t.Errorf("Extrapolations = %+v, want %+v", x, want)
+	}
+	if x := Extrapolations(nil, nil); x != nil {
+		t.Errorf("no fitted runs: %+v", x)
+	}
+	if got := slices.SortedFunc(slices.Values([]string{"b", "10", "2", "a", "1"}), numberFirst); !slices.Equal(got, []string{"1", "2", "10", "a", "b"}) {
+		t.Errorf("numberFirst order %q", got)
+	}
+}
+
+// TestCoverageBeyondTheCalibration: in sample, a run at a TP size the
+// calibration never saw is judged on the interval eppsim run would give
+// it, widened by the TP protocol's factors; a run it covers is not, and
+// only the first is listed as beyond the calibration.
+func TestCoverageBeyondTheCalibration(t *testing.T) {
+	c := replica.Calibration{Name: "x",
+		Intervals:     map[string]replica.Interval{"e2e_mean": {Low: 0.9, High: 1.1, Runs: 26}},
+		Extrapolation: map[string]replica.Extrapolation{"tp": {Seen: []string{"1"}, Intervals: map[string]replica.Interval{"e2e_mean": {Low: 0.5, High: 1.5, Runs: 26}}}},
+	}
+	var results []*Result
+	for _, tc := range []struct {
+		id string
+		tp int
+	}{{"covered", 1}, {"tp8", 8}} {
+		e := run(tc.id, "A", "H100", tc.tp, 1400, 5)
+		e.Measured["summary"] = Measurement{E2E: Distribution{Mean: 1400, P90: math.NaN(), P99: math.NaN()}, TTFT: Distribution{Mean: 1, P90: math.NaN(), P99: math.NaN()}} // only e2e_mean predicted
+		results = append(results, &Result{Experiment: e, Predicted: map[string]Values{"summary": {"e2e_mean": 1000}}})
+	}
+	r := &Report{Calibration: c, Results: results}
+	if err := r.SetCoverage(context.Background(), Options{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Coverage) != 1 || r.Coverage[0].Inside != 1 || r.Coverage[0].Total != 2 {
+		t.Errorf("coverage %+v, want the TP 8 run's value inside and the covered run's outside", r.Coverage)
+	}
+	if b := r.Bounds["tp8"]["e2e_mean"]; math.Abs(b.Low-500) > 1e-9 || math.Abs(b.High-1500) > 1e-9 {
+		t.Errorf("TP 8 interval %+v, want 500–1500", b)
+	}
+	if b := r.Bounds["covered"]["e2e_mean"]; math.Abs(b.Low-900) > 1e-9 || math.Abs(b.High-1100) > 1e-9 {
+		t.Errorf("covered interval %+v, want 900–1100", b)
+	}
+	notes := ExtrapolationNotes(c, results)
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], "tp8: TP 8 is outside the calibration's TP sizes (1)") {
+		t.Errorf("notes %q", notes)
+	}
+}
