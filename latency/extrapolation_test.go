@@ -79,3 +79,38 @@ func TestCoverageBeyondTheCalibration(t *testing.T) {
 		t.Errorf("notes %q", notes)
 	}
 }
+
+// TestSampleLabel: the figures on all runs are "in sample" only when the
+// calibration was fitted on every one of them that is not overloaded
+// (its leave-one-model-out folds name its fitted runs).
+func TestSampleLabel(t *testing.T) {
+	over := run("over", "A", "H100", 1, 1000, 1)
+	over.RegimeFlags = []string{"overloaded"}
+	results := func(es ...*Experiment) []*Result {
+		var out []*Result
+		for _, e := range es {
+			out = append(out, &Result{Experiment: e})
+		}
+		return out
+	}
+	a, b, mine := run("a", "A", "H100", 1, 1000, 1), run("b", "B", "H100", 2, 1000, 1), run("mine", "C", "H100", 8, 1000, 1)
+	folds := []replica.CalibrationFold{{Protocol: "model", Runs: []string{"a"}}, {Protocol: "model", Runs: []string{"b"}}, {Protocol: "tp", Runs: []string{"mine"}}}
+	for _, tc := range []struct {
+		name  string
+		folds []replica.CalibrationFold
+		runs  []*Experiment
+		want  string
+	}{
+		{"the fitted runs and an overloaded one", folds, []*Experiment{a, b, over}, "in sample"},
+		{"a user's runs", folds, []*Experiment{mine}, "runs the fit never saw"},
+		{"both", folds, []*Experiment{a, mine, over}, "in sample for 1 of 2 runs"},
+		{"no folds to tell by", nil, []*Experiment{mine}, "in sample"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Report{Calibration: replica.Calibration{Folds: tc.folds}, Results: results(tc.runs...)}
+			if got := r.SampleLabel(); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

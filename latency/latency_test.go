@@ -131,7 +131,7 @@ func TestValidateMiniFile(t *testing.T) {
 		}
 	}
 	md := string(rep.Markdown())
-	for _, want := range []string{"## eppsim, whole-run MAPE", "| all measured runs, in sample | 1 |", "| GPU H100 | 1 |", "llama-unmeasured | vllm | L40S | 1 |", "median over 5 draws of its arrivals (seeds 1 to 5)"} {
+	for _, want := range []string{"## eppsim, whole-run MAPE", "| all measured runs, runs the fit never saw | 1 |", "| GPU H100 | 1 |", "llama-unmeasured | vllm | L40S | 1 |", "median over 5 draws of its arrivals (seeds 1 to 5)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("latency.md lacks %q:\n%s", want, md)
 		}

@@ -138,13 +138,52 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 	// A run beyond the fit's TP sizes or GPUs (a user's own) takes the
 	// factors eppsim run would give it (replica.Calibration.IntervalsFor).
 	factors := func(e *Experiment) map[string]replica.Interval { return runIntervals(r.Calibration, e, base(e)) }
-	cov, bounds, err := coverage(ctx, "in sample", cases, factors, r.Calibration, o, workers)
+	cov, bounds, err := coverage(ctx, r.SampleLabel(), cases, factors, r.Calibration, o, workers)
 	r.Bounds = bounds
 	if err != nil {
 		return err
 	}
 	r.Coverage = append([]Coverage{cov}, r.Coverage...)
 	return nil
+}
+
+// SampleLabel names the report's figures on all its runs by whether the
+// calibration was fitted on them: "in sample" when every measured run
+// that is not overloaded (no fit sees those) is one its
+// leave-one-model-out folds hold out, which are exactly its fitted runs;
+// "runs the fit never saw" when none is, as for a user's own runs, whose figures
+// are then out of sample; "in sample for K of N runs" when some are; and "in
+// sample" when the calibration has no such folds to tell by.
+func (r *Report) SampleLabel() string {
+	fitted := map[string]bool{}
+	for _, f := range r.Calibration.Folds {
+		if f.Protocol == "model" {
+			for _, id := range f.Runs {
+				fitted[id] = true
+			}
+		}
+	}
+	if len(fitted) == 0 {
+		return "in sample"
+	}
+	var k, n int
+	for _, res := range r.Results {
+		e := res.Experiment
+		if !e.HasMeasurement() || e.Overloaded() {
+			continue
+		}
+		n++
+		if fitted[e.ID] {
+			k++
+		}
+	}
+	switch {
+	case k == n:
+		return "in sample"
+	case k == 0:
+		return "runs the fit never saw"
+	}
+	return fmt.Sprintf("in sample for %d of %d runs", k, n)
 }
 
 // RegimeCheck is how many runs the predictions put on the right side of
@@ -177,7 +216,7 @@ func (r *Report) Regimes() []RegimeCheck {
 		}
 		return rc
 	}
-	out := []RegimeCheck{check("in sample", r.Results)}
+	out := []RegimeCheck{check(r.SampleLabel(), r.Results)}
 	for _, pr := range r.OutOfSample {
 		results := slices.Clone(pr.Results)
 		for _, res := range r.Results {
@@ -564,7 +603,7 @@ func (r *Report) Markdown() []byte {
 	}
 	b.WriteString("## eppsim, whole-run MAPE\n\n")
 	header()
-	row(MAPE, "all measured runs, in sample", r.Rows, r.normal)
+	row(MAPE, "all measured runs, "+r.SampleLabel(), r.Rows, r.normal)
 	for _, pr := range r.OutOfSample {
 		row(MAPE, fmt.Sprintf("%s (%d %s)", pr.Protocol.Label, pr.Folds, map[bool]string{true: "refit", false: "refits"}[pr.Folds == 1]), pr.Rows, nil)
 	}
@@ -583,7 +622,7 @@ func (r *Report) Markdown() []byte {
 	if len(r.OutOfSample) > 0 {
 		b.WriteString("\nThe median APE, which one run on the wrong side of its knee does not carry:\n\n")
 		header()
-		row(MedianAPE, "in sample", r.Rows, r.normal)
+		row(MedianAPE, r.SampleLabel(), r.Rows, r.normal)
 		for _, pr := range r.OutOfSample {
 			row(MedianAPE, pr.Protocol.Label, pr.Rows, nil)
 		}

@@ -181,7 +181,7 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "latency validation of %s with calibration %s: %d runs\n\n", source, c.ID(), len(rep.Results))
 	reportRefused(w, file)
-	printMAPE(w, "MAPE", append([]mapeRow{{"eppsim, in sample", rep.MAPEs()}}, protocolRows(rep)...)...)
+	printMAPE(w, "MAPE", append([]mapeRow{{"eppsim, " + rep.SampleLabel(), rep.MAPEs()}}, protocolRows(rep)...)...)
 	printMedians(w, rep)
 	printKnee(w, rep)
 	printOthers(w, rep)
@@ -254,7 +254,7 @@ func printMedians(w io.Writer, rep *latency.Report) {
 	if len(rep.OutOfSample) == 0 {
 		return
 	}
-	rows := []mapeRow{{"in sample", rep.Medians()}}
+	rows := []mapeRow{{rep.SampleLabel(), rep.Medians()}}
 	for _, p := range rep.ProtocolMAPEs() {
 		rows = append(rows, mapeRow{p.Label, p.Median})
 	}
@@ -570,7 +570,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	if err := rep.SetCoverage(ctx, latency.Options{Seed: f.seed}, f.workers); err != nil {
 		return err
 	}
-	rows := append([]mapeRow{{"in sample", rep.MAPEs()}}, protocolRows(rep)...)
+	rows := append([]mapeRow{{rep.SampleLabel(), rep.MAPEs()}}, protocolRows(rep)...)
 	for _, p := range res.Protocols {
 		var refits, skipped []string
 		for _, fr := range p.Folds {
