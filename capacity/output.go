@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -206,6 +207,7 @@ func (r *Result) Findings() []string {
 	if iv := r.answerIntervals(); iv != "" {
 		out = append(out, iv)
 	}
+	out = append(out, r.beyondCalibration()...)
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		if c.Utilization > 1 {
@@ -216,6 +218,28 @@ func (r *Result) Findings() []string {
 		total := r.Stats.Requests + r.Stats.Skipped
 		out = append(out, fmt.Sprintf("%d simulations, %d of them stopped early once the SLO could no longer hold: they spared %d of %d requests (%.0f%%).",
 			n, r.Stats.Stopped, r.Stats.Skipped, total, 100*float64(r.Stats.Skipped)/float64(max(total, 1))))
+	}
+	return out
+}
+
+// beyondCalibration says, once each, where a config's fleet is beyond
+// what its step-time calibration was fitted on (a TP size or GPU it never
+// saw; report.LatencyIntervals.Beyond), which widens the intervals above.
+func (r *Result) beyondCalibration() []string {
+	var out []string
+	for i := range r.Configs {
+		for _, p := range r.Configs[i].Points {
+			for _, run := range p.Runs {
+				if run.Intervals == nil {
+					continue
+				}
+				for _, n := range run.Intervals.Beyond {
+					if s := "Beyond the calibration: " + n + "."; !slices.Contains(out, s) {
+						out = append(out, s)
+					}
+				}
+			}
+		}
 	}
 	return out
 }

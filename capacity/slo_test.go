@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,4 +127,22 @@ func mustTerm(t *testing.T, s string) Term {
 		t.Fatal(err)
 	}
 	return tm
+}
+
+// TestFindingsBeyondTheCalibration: a search whose runs rest on a fleet
+// beyond its calibration says so once, whichever points and configs
+// carry the sentence; runs without it add nothing.
+func TestFindingsBeyondTheCalibration(t *testing.T) {
+	const tp8 = "TP 8 is outside the calibration's TP sizes (1, 2, 4); the intervals include its leave-one-TP-size-out errors"
+	withBeyond := func(notes ...string) Run { return Run{Intervals: &report.LatencyIntervals{Beyond: notes}} }
+	r := &Result{Configs: []Config{
+		{Name: "a", Points: []Point{{Runs: []Run{withBeyond(tp8), withBeyond(tp8)}}, {Runs: []Run{{}}}}},
+		{Name: "b", Points: []Point{{Runs: []Run{withBeyond(tp8)}}}},
+	}}
+	if got, want := r.beyondCalibration(), []string{"Beyond the calibration: " + tp8 + "."}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := (&Result{Configs: []Config{{Points: []Point{{Runs: []Run{withBeyond()}}}}}}).beyondCalibration(); len(got) != 0 {
+		t.Errorf("covered fleet: %q", got)
+	}
 }
