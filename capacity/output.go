@@ -234,7 +234,7 @@ func (r *Result) beyondCalibration() []string {
 					continue
 				}
 				for _, n := range run.Intervals.Beyond {
-					if s := "Beyond the calibration: " + n + "."; !slices.Contains(out, s) {
+					if s := report.BeyondSentence(n); !slices.Contains(out, s) {
 						out = append(out, s)
 					}
 				}

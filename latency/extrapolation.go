@@ -9,14 +9,11 @@ import (
 	"github.com/eppsim/eppsim/replica"
 )
 
-// axisValue is run e's value along a calibration's extrapolation axis
-// (replica.ExtrapolationAxes): its TP size, or its GPU's catalogue name,
-// as the protocols "tp" and "gpu" group runs.
-func axisValue(e *Experiment, axis string) string {
-	if axis == "tp" {
-		return strconv.Itoa(max(e.TP, 1))
-	}
-	return gpuOf(e)
+// placementOf is run e's placement on a calibration's extrapolation
+// axes: its TP size and its GPU's catalogue name, as the protocols "tp"
+// and "gpu" group runs.
+func placementOf(e *Experiment) replica.Placement {
+	return replica.Placement{TP: e.TP, GPU: gpuOf(e)}
 }
 
 // Extrapolations records a calibration's reach (replica.Extrapolation):
@@ -31,7 +28,7 @@ func Extrapolations(fitted []*Experiment, heldOut map[string][]Row) map[string]r
 	for _, ax := range replica.ExtrapolationAxes {
 		var seen []string
 		for _, e := range fitted {
-			if v := axisValue(e, ax.Key); !slices.Contains(seen, v) {
+			if v := placementOf(e).AxisValue(ax.Key); !slices.Contains(seen, v) {
 				seen = append(seen, v)
 			}
 		}
@@ -76,26 +73,13 @@ func ExtrapolationsOf(fitted []*Experiment, oos []ProtocolRows) map[string]repli
 	return Extrapolations(fitted, heldOut)
 }
 
-// runIntervals returns the factors of run e under calibration c's reach:
-// f (its intervals before extrapolation), widened as
-// replica.Calibration.IntervalsFor widens a run beyond what the fit saw.
-func runIntervals(c replica.Calibration, e *Experiment, f map[string]replica.Interval) map[string]replica.Interval {
-	if len(c.Extrapolation) == 0 {
-		return f
-	}
-	widened := c
-	widened.Intervals = f
-	out, _ := widened.IntervalsFor(e.TP, gpuOf(e))
-	return out
-}
-
 // ExtrapolationNotes says, per run of rs beyond what c was fitted on,
 // what its intervals rest on (replica.Calibration.IntervalsFor), as
 // "id: note".
 func ExtrapolationNotes(c replica.Calibration, rs []*Result) []string {
 	var out []string
 	for _, r := range rs {
-		_, notes := c.IntervalsFor(r.Experiment.TP, gpuOf(r.Experiment))
+		_, notes := c.IntervalsFor(placementOf(r.Experiment))
 		for _, n := range notes {
 			out = append(out, fmt.Sprintf("%s: %s", r.Experiment.ID, n))
 		}

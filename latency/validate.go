@@ -137,7 +137,10 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 	}
 	// A run beyond the fit's TP sizes or GPUs (a user's own) takes the
 	// factors eppsim run would give it (replica.Calibration.IntervalsFor).
-	factors := func(e *Experiment) map[string]replica.Interval { return runIntervals(r.Calibration, e, base(e)) }
+	factors := func(e *Experiment) map[string]replica.Interval {
+		f, _ := r.Calibration.Widen(base(e), placementOf(e))
+		return f
+	}
 	cov, bounds, err := coverage(ctx, r.SampleLabel(), cases, factors, r.Calibration, o, workers)
 	r.Bounds = bounds
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -178,13 +179,45 @@ var ExtrapolationAxes = []ExtrapolationAxis{
 	{Key: "gpu", Plural: "GPUs", Protocol: "leave-one-GPU-out"},
 }
 
-// IntervalsFor returns the interval factors of a run on tensor-parallel
-// groups of tp GPUs named gpu (a catalogue name): c.Intervals (the error
-// to expect on a model the fit never saw), each widened to the factors
-// of every axis whose value the fit never saw (the lower of the two lows,
-// the higher of the two highs), and one sentence per such axis, saying
-// what the interval rests on. A run the calibration covers gets
-// c.Intervals and no sentence.
+// Placement is where a run's replicas run, along the axes a calibration
+// records its reach on: tensor-parallel groups of TP GPUs (0 counts as
+// 1) named GPU (a catalogue name; empty: not known).
+type Placement struct {
+	TP  int
+	GPU string
+}
+
+// AxisValue is p's value on the axis of key ("tp": the TP size as a
+// decimal number, "gpu": the GPU's name), as Extrapolation.Seen lists it.
+func (p Placement) AxisValue(key string) string {
+	if key == "tp" {
+		return strconv.Itoa(max(p.TP, 1))
+	}
+	return p.GPU
+}
+
+// label names p's value on the axis of key in sentences ("TP 8", "H200").
+func (p Placement) label(key string) string {
+	if key == "tp" {
+		return "TP " + p.AxisValue(key)
+	}
+	return p.GPU
+}
+
+// IntervalsFor is Widen of the calibration's own factors, c.Intervals
+// (the error to expect on a model the fit never saw).
+func (c *Calibration) IntervalsFor(at ...Placement) (map[string]Interval, []string) {
+	return c.Widen(c.Intervals, at...)
+}
+
+// Widen returns base (a copy; factors per latency metric) widened for
+// runs placed at any of at: for every axis on which some placement has
+// a value the fit never saw, each metric takes the lower of the two lows
+// and the higher of the two highs of base and the axis's factors (a
+// metric only the axis has comes as it is), once per axis however many
+// placements are beyond it. It also returns one sentence per such value,
+// saying what the interval rests on. Placements the calibration covers
+// leave base as it is, with no sentence.
 //
 // The choice, where the issue that asked for intervals is silent: a run
 // beyond the fit's TP sizes or GPUs is predicted by physics the fit only
@@ -192,37 +225,40 @@ var ExtrapolationAxes = []ExtrapolationAxis{
 // the protocol that held a value out measured what that costs, so its
 // errors bound the run's as well as the model-out errors do. Nothing
 // narrows an interval: the union keeps both sources of error.
-func (c *Calibration) IntervalsFor(tp int, gpu string) (map[string]Interval, []string) {
-	out := maps.Clone(c.Intervals)
+func (c *Calibration) Widen(base map[string]Interval, at ...Placement) (map[string]Interval, []string) {
+	out := maps.Clone(base)
 	var notes []string
 	for _, ax := range ExtrapolationAxes {
 		x, ok := c.Extrapolation[ax.Key]
 		if !ok || len(x.Seen) == 0 {
 			continue
 		}
-		v, label := gpu, gpu
-		if ax.Key == "tp" {
-			v, label = fmt.Sprint(max(tp, 1)), fmt.Sprintf("TP %d", max(tp, 1))
+		var unseen []string
+		for _, p := range at {
+			v := p.AxisValue(ax.Key)
+			if v == "" || slices.Contains(x.Seen, v) || slices.Contains(unseen, v) {
+				continue
+			}
+			unseen = append(unseen, v)
+			note := fmt.Sprintf("%s is outside the calibration's %s (%s)", p.label(ax.Key), ax.Plural, strings.Join(x.Seen, ", "))
+			if len(x.Intervals) == 0 {
+				note += "; no " + ax.Protocol + " errors measure it (too few runs held out, or the protocol was not run), so the intervals leave it out"
+			} else {
+				note += "; the intervals include its " + ax.Protocol + " errors"
+			}
+			notes = append(notes, note)
 		}
-		if v == "" || slices.Contains(x.Seen, v) {
+		if len(unseen) == 0 || len(x.Intervals) == 0 {
 			continue
 		}
-		note := fmt.Sprintf("%s is outside the calibration's %s (%s)", label, ax.Plural, strings.Join(x.Seen, ", "))
-		if len(x.Intervals) == 0 {
-			notes = append(notes, note+"; no "+ax.Protocol+" errors measure it (too few runs held out, or the protocol was not run), so the intervals leave it out")
-			continue
-		}
-		notes = append(notes, note+"; the intervals include its "+ax.Protocol+" errors")
 		if out == nil {
 			out = map[string]Interval{}
 		}
 		for m, iv := range x.Intervals {
-			base, has := out[m]
-			if !has {
-				out[m] = iv
-				continue
+			if b, has := out[m]; has {
+				iv = Interval{Low: min(b.Low, iv.Low), High: max(b.High, iv.High), Runs: b.Runs + iv.Runs}
 			}
-			out[m] = Interval{Low: min(base.Low, iv.Low), High: max(base.High, iv.High), Runs: base.Runs + iv.Runs}
+			out[m] = iv
 		}
 	}
 	return out, notes

@@ -546,7 +546,7 @@ func TestCalibrationIntervalsFor(t *testing.T) {
 		{"both", 8, "H200", wideTP, []string{tpNote, gpuNote}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, notes := c.IntervalsFor(tc.tp, tc.gpu)
+			got, notes := c.IntervalsFor(Placement{TP: tc.tp, GPU: tc.gpu})
 			if !reflect.DeepEqual(got, tc.want) || !slices.Equal(notes, tc.notes) {
 				t.Errorf("IntervalsFor(%d, %s) = %v, %q; want %v, %q", tc.tp, tc.gpu, got, notes, tc.want, tc.notes)
 			}
@@ -555,9 +555,16 @@ func TestCalibrationIntervalsFor(t *testing.T) {
 	if !reflect.DeepEqual(c.Intervals, base) || c.Intervals["itl_mean"].Low != 0.8 {
 		t.Errorf("IntervalsFor changed the calibration's own factors: %v", c.Intervals)
 	}
+	// A fleet at several placements widens once per axis, however many of
+	// them are beyond it, and names each unseen value once.
+	got, notes := c.IntervalsFor(Placement{TP: 8, GPU: "H100"}, Placement{TP: 6, GPU: "H100"}, Placement{TP: 8, GPU: "H100"}, Placement{TP: 2, GPU: "H100"})
+	tp6 := strings.Replace(tpNote, "TP 8", "TP 6", 1)
+	if !reflect.DeepEqual(got, wideTP) || !slices.Equal(notes, []string{tpNote, tp6}) {
+		t.Errorf("TP 8, 6, 8 and 2: %v, %q; want %v, %q", got, notes, wideTP, []string{tpNote, tp6})
+	}
 	// A calibration without a record of its reach widens nothing.
 	old := Calibration{Name: "old", Intervals: base}
-	if got, notes := old.IntervalsFor(8, "H200"); !reflect.DeepEqual(got, base) || notes != nil {
+	if got, notes := old.IntervalsFor(Placement{TP: 8, GPU: "H200"}); !reflect.DeepEqual(got, base) || notes != nil {
 		t.Errorf("no reach recorded: %v, %q", got, notes)
 	}
 }

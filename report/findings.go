@@ -466,10 +466,14 @@ func beyondSentences(rs []NamedSummary) []string {
 	out := make([]string, 0, len(notes))
 	for _, n := range notes {
 		if len(who[n]) == len(rs) {
-			out = append(out, "Beyond the calibration: "+n+".")
+			out = append(out, BeyondSentence(n))
 		} else {
 			out = append(out, strings.Join(who[n], ", ")+": beyond the calibration: "+n+".")
 		}
 	}
 	return out
 }
+
+// BeyondSentence is the finding of one LatencyIntervals.Beyond note, as
+// every output that lists them words it.
+func BeyondSentence(note string) string { return "Beyond the calibration: " + note + "." }

@@ -2,9 +2,7 @@ package scenario
 
 import (
 	"fmt"
-	"maps"
 	"math"
-	"slices"
 
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/report"
@@ -87,36 +85,24 @@ func calibrationOf(fleet []sim.ReplicaSpec) *replica.Calibration {
 	return nil
 }
 
-// fleetFactors is the interval factors of a run on the fleet: those of
-// its calibration (calibrationOf) for each calibrated replica's TP size
-// and GPU (replica.Calibration.IntervalsFor), the widest of them per
-// metric, and the sentences of every replica beyond what the calibration
-// was fitted on, each once. Nil factors without a calibration.
+// fleetFactors is the interval factors of a run on the fleet: its
+// calibration's (calibrationOf), widened for the placements of the
+// replicas it calibrates (replica.Calibration.IntervalsFor), with the
+// sentences of every TP size or GPU beyond what it was fitted on. Nil
+// factors without a calibration.
 func fleetFactors(fleet []sim.ReplicaSpec) (*replica.Calibration, map[string]replica.Interval, []string) {
 	c := calibrationOf(fleet)
 	if c == nil {
 		return nil, nil, nil
 	}
-	f := maps.Clone(c.Intervals)
-	var notes []string
+	var at []replica.Placement
 	id := c.ID()
 	for _, r := range fleet {
-		if rc := r.Preset.Calibration; rc == nil || (rc != c && rc.ID() != id) {
-			continue
-		}
-		g, ns := c.IntervalsFor(r.Preset.TensorParallelSize, r.Preset.GPU.Name)
-		for m, iv := range g {
-			if b, ok := f[m]; ok {
-				iv = replica.Interval{Low: min(b.Low, iv.Low), High: max(b.High, iv.High), Runs: max(b.Runs, iv.Runs)}
-			}
-			f[m] = iv
-		}
-		for _, n := range ns {
-			if !slices.Contains(notes, n) {
-				notes = append(notes, n)
-			}
+		if rc := r.Preset.Calibration; rc != nil && (rc == c || rc.ID() == id) {
+			at = append(at, replica.Placement{TP: r.Preset.TensorParallelSize, GPU: r.Preset.GPU.Name})
 		}
 	}
+	f, notes := c.IntervalsFor(at...)
 	return c, f, notes
 }
 
