@@ -343,6 +343,12 @@ func MetricUnit(path string) string {
 		}
 	}
 	switch {
+	case path == "staged_gauges.gauge_samples":
+		return "samples"
+	case strings.HasPrefix(path, "staged_gauges.waiting."):
+		return "requests"
+	case strings.HasPrefix(path, "staged_gauges.kv_usage."):
+		return "share"
 	case strings.HasPrefix(path, "classes.") && strings.Contains(path, "_ms."):
 		return "ms"
 	case strings.HasPrefix(path, "classes.rejected_by_cause."):

@@ -2,7 +2,10 @@ package report
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/eppsim/eppsim/sim"
 )
 
 // fixedSummary is a summary with only what the findings read, shaped like
@@ -218,5 +221,44 @@ func TestBeyondSentences(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestGatewaySentence: 3 of 8 requests after warm-up refused by the
+// gateway's circuit breaker (a warm-up refusal and an engine refusal are
+// not counted): 3 of 8 is 37.5%; the limit comes from the run's
+// environment, as an int (a run) or a float64 (a summary read from JSON).
+func TestGatewaySentence(t *testing.T) {
+	for _, limit := range []any{1024, float64(1024)} {
+		a := NewAggregator()
+		a.Add(&sim.Record{ID: 99, Replica: -1, Warmup: true, Outcome: sim.Rejected, Cause: sim.CauseGatewayOverflow})
+		for i := range 8 {
+			r := &sim.Record{ID: int64(i), Replica: i % 2, Arrival: int64(i) * 1e9, PromptTokens: 100, OutputTokens: 5,
+				TTFT: 1e8, E2E: 5e8, Completion: int64(i)*1e9 + 5e8, Outcome: sim.Completed}
+			switch i {
+			case 1, 4, 6:
+				*r = sim.Record{ID: int64(i), Replica: -1, Arrival: int64(i) * 1e9, PromptTokens: 100, OutputTokens: 5,
+					Outcome: sim.Rejected, HTTPStatus: 500, Cause: sim.CauseGatewayOverflow}
+			case 7:
+				*r = sim.Record{ID: int64(i), Replica: -1, Arrival: int64(i) * 1e9, PromptTokens: 100, OutputTokens: 5,
+					Outcome: sim.Rejected, HTTPStatus: 400, Cause: sim.CauseEngineRejected}
+			}
+			a.Add(r)
+		}
+		s := a.Summary(fleet4())
+		s.Config = &RunConfig{Environment: map[string]any{"gateway_max_requests": limit}}
+		want := "default: the gateway refused 3 of 8 requests (37.5%) with HTTP 500 (gateway-overflow): its circuit breaker lets 1024 requests through at once (--gateway-max-requests); latency and throughput are over the requests it let through."
+		f := Findings([]NamedSummary{{Name: "default", Summary: s}})
+		if !slices.Contains(f, want) {
+			t.Errorf("limit %T: findings %q\nwant %q", limit, f, want)
+		}
+	}
+	// None refused: no sentence.
+	a := NewAggregator()
+	a.Add(&sim.Record{ID: 0, Replica: 0, TTFT: 1e8, E2E: 5e8, OutputTokens: 5, Outcome: sim.Completed})
+	for _, s := range Findings([]NamedSummary{{Name: "default", Summary: a.Summary(fleet4())}}) {
+		if strings.Contains(s, "gateway") {
+			t.Errorf("finding %q without a refusal", s)
+		}
 	}
 }

@@ -246,6 +246,26 @@ func (a *Aggregator) stageSummaries(res *sim.Result) []StageSummary {
 	return out
 }
 
+// StagedGauges are the replicas' scraped gauges over all of a run's
+// stages (Summary.StagedGauges): the samples of every stage's part merged.
+type StagedGauges struct {
+	Samples int64      `json:"gauge_samples"`
+	Waiting GaugeStats `json:"waiting"`
+	KVUsage GaugeStats `json:"kv_usage"`
+}
+
+// stagedGauges merges the stages' gauge samples of res.
+func stagedGauges(res *sim.Result) *StagedGauges {
+	var w, kv sim.GaugeDist
+	if res != nil {
+		for i := range res.Stages {
+			w.Merge(&res.Stages[i].Waiting)
+			kv.Merge(&res.Stages[i].KVUsage)
+		}
+	}
+	return &StagedGauges{Samples: w.Samples(), Waiting: gaugeStats(&w), KVUsage: gaugeStats(&kv)}
+}
+
 // gaugeStats is the mean, nearest-rank p90 and max of a gauge's samples.
 func gaugeStats(g *sim.GaugeDist) GaugeStats {
 	if g == nil || g.Samples() == 0 {

@@ -325,3 +325,37 @@ func TestStageITLStream(t *testing.T) {
 		t.Errorf("a stage without stream counts marshals %s", b)
 	}
 }
+
+// TestStagedGauges: the gauges over all stages are the stages' samples
+// together. Waiting 0 0 1 2 5 (stage 0) and 4 4 6 (stage 1): 8 samples,
+// mean 22/8, the 8th smallest (nearest-rank p90 of 8) 6, max 6; KV usage
+// 0.1 0.5 and 0.9 0.5: mean 0.5, the 4th of 4 is 0.9. A run without
+// stages has none.
+func TestStagedGauges(t *testing.T) {
+	a := NewAggregator()
+	a.WithStages([]StagePlan{{Rate: 1, DurationS: 10}, {Rate: 2, DurationS: 10}})
+	a.Add(&sim.Record{ID: 0, Stage: 0, Arrival: sec, TTFT: 1e8, E2E: 5e8, Completion: sec + 5e8, OutputTokens: 5, Outcome: sim.Completed})
+	a.Add(&sim.Record{ID: 1, Stage: 1, Arrival: 12 * sec, TTFT: 1e8, E2E: 5e8, Completion: 12*sec + 5e8, OutputTokens: 5, Outcome: sim.Completed})
+	res := &sim.Result{Replicas: []sim.ReplicaResult{{Name: "r0"}}, Stages: []sim.StageResult{{Stage: 0, Arrivals: 1}, {Stage: 1, Arrivals: 1}}}
+	for _, w := range []float64{0, 0, 1, 2, 5} {
+		res.Stages[0].Waiting.Add(w)
+	}
+	for _, w := range []float64{4, 4, 6} {
+		res.Stages[1].Waiting.Add(w)
+	}
+	for _, kv := range []float64{0.1, 0.5} {
+		res.Stages[0].KVUsage.Add(kv)
+	}
+	for _, kv := range []float64{0.9, 0.5} {
+		res.Stages[1].KVUsage.Add(kv)
+	}
+	g := a.Summary(res).StagedGauges
+	if g == nil || g.Samples != 8 || g.Waiting != (GaugeStats{Mean: 2.75, P90: 6, Max: 6}) || !near(g.KVUsage.Mean, 0.5) || g.KVUsage.P90 != 0.9 || g.KVUsage.Max != 0.9 {
+		t.Fatalf("staged gauges %+v", g)
+	}
+	plain := NewAggregator()
+	plain.Add(&sim.Record{ID: 0, TTFT: 1e8, E2E: 5e8, OutputTokens: 5, Outcome: sim.Completed})
+	if s := plain.Summary(&sim.Result{Replicas: []sim.ReplicaResult{{Name: "r0"}}}); s.StagedGauges != nil {
+		t.Errorf("a run without stages has staged gauges %+v", s.StagedGauges)
+	}
+}

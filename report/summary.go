@@ -282,6 +282,11 @@ type Summary struct {
 	// order, when its traffic has more than one (StageSummary); absent
 	// otherwise.
 	Stages []StageSummary `json:"stages,omitempty"`
+	// StagedGauges are the scraped gauges over every stage's part of the
+	// run together, from the first arrival to the last scrape: what the
+	// published 73-capacity table's "Wait Queue" and "KV Cache %" give
+	// over its whole run. Present with Stages.
+	StagedGauges *StagedGauges `json:"staged_gauges,omitempty"`
 	// StoppedEarly is set when the run ended before its workload did
 	// (sim.Options.Stop: a capacity search's SLO already violated): every
 	// other figure then covers the run up to that instant only.
@@ -291,6 +296,9 @@ type Summary struct {
 	// requests first (not in summary.json: the findings' explanation of
 	// a run without a measured request).
 	rejections []rejection
+	// offered counts the requests after warm-up that reached the gateway
+	// (the denominator of the gateway's refusals in the findings).
+	offered int
 }
 
 // EarlyStop is why and when a run stopped before its workload ended
@@ -416,6 +424,7 @@ type ReplicaInfo struct {
 func (a *Aggregator) Summary(res *sim.Result) *Summary {
 	s := &Summary{}
 	s.Requests.Total, s.Requests.Complete, s.Requests.Rejected = a.total, a.completed, a.rejected
+	s.offered = a.offered
 	if len(a.reasons) > 0 {
 		s.Requests.Reasons = a.reasons
 	}
@@ -517,6 +526,9 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 	s.PD = a.pd.summary(res)
 	s.Classes = a.classes.summary()
 	s.Stages = a.stageSummaries(res)
+	if len(s.Stages) > 0 {
+		s.StagedGauges = stagedGauges(res)
+	}
 	for _, p := range []struct {
 		name string
 		acc  *predAcc

@@ -358,6 +358,9 @@ func runConfig(spec *Spec, l *Loaded, opts sim.Options, res *sim.Result) *report
 		},
 		EPP: eppInfo(l.Loaded),
 	}
+	if opts.GatewayMaxRequests > 0 {
+		rc.Environment["gateway_max_requests"] = opts.GatewayMaxRequests
+	}
 	if len(spec.Upstream) > 0 {
 		rc.EPP.Upstream = slices.Clone(spec.Upstream)
 	}

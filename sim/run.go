@@ -81,6 +81,11 @@ type Options struct {
 	// Stop, when set, is asked after each final record whether the run
 	// may end there (stop.go); a stopped run says so in Result.Stopped.
 	Stop StopFunc
+	// GatewayMaxRequests > 0 bounds the requests in flight past the
+	// gateway (its Envoy circuit breaker on the EPP's ext_proc cluster,
+	// gateway.go): a request arriving when that many are open fails at
+	// once with HTTP 500. 0 means no limit.
+	GatewayMaxRequests int
 }
 
 // PDOptions are the costs of the P/D request path outside the engines
@@ -297,6 +302,9 @@ type Result struct {
 	Stages []StageResult
 	// Stopped is set when Options.Stop ended the run early (stop.go).
 	Stopped *Stopped
+	// GatewayOverflows counts the requests the gateway's circuit breaker
+	// refused (Options.GatewayMaxRequests, gateway.go).
+	GatewayOverflows int
 }
 
 // ReplicaResult is one replica's end-of-run state.
@@ -326,10 +334,11 @@ const (
 	evNotify  // a decode pod's notification reaches the prefill pod
 	evFlowTick
 	evFlowSweep
-	evResume    // a data producer's wait ends (burst window)
-	evDCGM      // the dcgm-exporters publish (gpu.go)
-	evTimeout   // the client model's timeout of a request (client.go)
-	evClientEnd // a response's end reaches the client model (client.go)
+	evResume     // a data producer's wait ends (burst window)
+	evDCGM       // the dcgm-exporters publish (gpu.go)
+	evTimeout    // the client model's timeout of a request (client.go)
+	evClientEnd  // a response's end reaches the client model (client.go)
+	evGatewayEnd // a response's end passes the gateway (gateway.go)
 )
 
 const kindShift = 56
@@ -357,6 +366,9 @@ type flight struct {
 	// slot; inEngine: the (decode) leg was added to its engine; notified:
 	// the prefill pod was told to free a P/D prefill leg's blocks.
 	aborted, pending, inEngine, notified bool
+	// gated: the request holds a stream through the gateway's circuit
+	// breaker (gateway.go).
+	gated bool
 }
 
 // release is a prefill leg whose blocks a notification frees.
@@ -498,6 +510,9 @@ type runner struct {
 	gpu *gpuTelemetry
 	// client is inference-perf's load generator (nil: none).
 	client *client
+	// gatewayOpen counts the requests holding a stream through the
+	// gateway's circuit breaker (gateway.go).
+	gatewayOpen int
 }
 
 // cancelPoll is how many events a run fires between two looks at its
@@ -531,6 +546,9 @@ func RunContext(ctx context.Context, src workload.Source, router *epp.Router, fl
 	}
 	if opts.ScrapeInterval <= 0 {
 		opts.ScrapeInterval = 50_000_000
+	}
+	if opts.GatewayMaxRequests < 0 {
+		return nil, fmt.Errorf("sim: gateway max requests %d: must be > 0, or 0 for no limit", opts.GatewayMaxRequests)
 	}
 	r := &runner{opts: opts, router: router, src: src, byName: map[string]int{}, byAddr: map[string]int{},
 		parked: map[int64]*workload.Request{}, doneAt: map[int64]int64{}, slotByID: map[int64]int{},
@@ -816,6 +834,8 @@ func (r *runner) Fire(now int64, a uint64) {
 		}
 	case evClientEnd:
 		r.clientEnd(now)
+	case evGatewayEnd:
+		r.gatewayOpen--
 	case evRelease:
 		wr := r.parked[int64(idx)]
 		delete(r.parked, int64(idx))
@@ -939,6 +959,9 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Stage: wr.Stage, Arrival: now, Replica: -1,
 		PromptTokens: wr.PromptLen, OutputTokens: wr.OutputTokens, Warmup: now < r.opts.Warmup}
 	r.stages.arrive(wr.Stage, f.rec.Warmup)
+	if !r.gatewayAdmit(f) {
+		return
+	}
 	f.er = EPPRequest(wr)
 	r.router.Identify(f.er)
 	f.rec.Objective, f.rec.Priority, f.rec.FairnessID = f.er.Objective, f.er.Priority, f.er.FairnessID
@@ -1597,6 +1620,7 @@ func (r *runner) finish(f *flight) {
 			}
 		}
 	}
+	r.gatewayEnded(r.loop.Now(), f)
 	r.clientEnded(f)
 	if r.opts.OnRecord != nil {
 		r.opts.OnRecord(&f.rec)

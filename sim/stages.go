@@ -69,6 +69,33 @@ func (g *GaugeDist) Add(v float64) {
 	g.sum += v
 }
 
+// Merge adds every sample of o to g: the distribution of the two sets of
+// samples together (the stages' parts of a run, for the whole run).
+func (g *GaugeDist) Merge(o *GaugeDist) {
+	for i, v := range o.vals {
+		c := o.counts[i]
+		if c == 0 {
+			continue
+		}
+		j, ok := g.index[v]
+		if !ok {
+			if g.index == nil {
+				g.index = map[float64]int{}
+			}
+			j = len(g.vals)
+			g.index[v] = j
+			g.vals = append(g.vals, v)
+			g.counts = append(g.counts, 0)
+		}
+		g.counts[j] += c
+	}
+	if o.n > 0 && (g.n == 0 || o.max > g.max) {
+		g.max = o.max
+	}
+	g.n += o.n
+	g.sum += o.sum
+}
+
 // Samples is the number of samples.
 func (g *GaugeDist) Samples() int64 { return g.n }
 

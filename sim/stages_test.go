@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/eppsim/eppsim/workload"
@@ -86,4 +87,37 @@ func TestGaugeDist(t *testing.T) {
 		counts[0] != 1 || counts[1] != 1 || counts[2] != 3 {
 		t.Fatalf("samples %d sum %g max %g values %v counts %v", g.Samples(), g.Sum(), g.Max(), vals, counts)
 	}
+}
+
+// TestGaugeDistMerge: merging is the distribution of all the samples
+// together. {1, 3, 3} and {0, 3, 7, 7}: 7 samples, sum 24, max 7, and
+// the values 0×1, 1×1, 3×3, 7×2; merging an empty one changes nothing,
+// and merging into an empty one copies.
+func TestGaugeDistMerge(t *testing.T) {
+	dist := func(vs ...float64) *GaugeDist {
+		var g GaugeDist
+		for _, v := range vs {
+			g.Add(v)
+		}
+		return &g
+	}
+	check := func(name string, g *GaugeDist, n int64, sum, max float64, vals []float64, counts []int64) {
+		t.Helper()
+		v, c := g.Values()
+		if g.Samples() != n || g.Sum() != sum || g.Max() != max || !slices.Equal(v, vals) || !slices.Equal(c, counts) {
+			t.Errorf("%s: n %d sum %g max %g values %v counts %v", name, g.Samples(), g.Sum(), g.Max(), v, c)
+		}
+	}
+	a := dist(1, 3, 3)
+	a.Merge(dist(0, 3, 7, 7))
+	check("merged", a, 7, 24, 7, []float64{0, 1, 3, 7}, []int64{1, 1, 3, 2})
+	a.Merge(dist())
+	check("with an empty one", a, 7, 24, 7, []float64{0, 1, 3, 7}, []int64{1, 1, 3, 2})
+	var e GaugeDist
+	e.Merge(dist(2, 2, 5))
+	check("into an empty one", &e, 3, 9, 5, []float64{2, 5}, []int64{2, 1})
+	// Adding after a merge keeps counting into the merged values.
+	e.Add(5)
+	e.Add(1)
+	check("added after", &e, 5, 15, 5, []float64{1, 2, 5}, []int64{1, 2, 2})
 }

@@ -86,6 +86,9 @@ type EnvDoc struct {
 	MaxRequests    int    `json:"max_requests,omitempty"`
 	Duration       string `json:"duration,omitempty"`
 	Warmup         string `json:"warmup,omitempty"`
+	// GatewayMaxRequests is --gateway-max-requests (absent: no limit, so
+	// the plans of earlier sweeps keep their hash).
+	GatewayMaxRequests int `json:"gateway_max_requests,omitempty"`
 }
 
 // DimDoc is a dimension with its values.
@@ -456,7 +459,8 @@ func TrafficDoc(spec *scenario.Spec) (SpecDoc, error) {
 	e := spec.Env
 	d.Environment = EnvDoc{Seed: e.Seed, ScrapeInterval: time.Duration(e.ScrapeInterval).String(),
 		KVEventLag: time.Duration(e.KVEventLag).String(), EPPLatency: time.Duration(e.EPPLatency).String(),
-		NetworkLatency: time.Duration(e.NetworkLatency).String(), MaxRequests: e.MaxRequests}
+		NetworkLatency: time.Duration(e.NetworkLatency).String(), MaxRequests: e.MaxRequests,
+		GatewayMaxRequests: e.GatewayMaxRequests}
 	if e.Duration > 0 {
 		d.Environment.Duration = time.Duration(e.Duration).String()
 	}

@@ -283,3 +283,30 @@ func TestPlanInferencePerfTrace(t *testing.T) {
 		t.Errorf("trace %q sha256 %q, want %q", d.Trace, d.TraceSHA256, want)
 	}
 }
+
+// TestTrafficDocGatewayLimit: the gateway's limit is part of what a
+// sweep's (and a capacity search's) simulations depend on; without one the
+// document is the one of a plan written before the limit existed (no
+// key), so earlier sweeps keep their hash.
+func TestTrafficDocGatewayLimit(t *testing.T) {
+	spec := testSpec(t, 10)
+	none, err := TrafficDoc(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(none.Environment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "gateway") {
+		t.Errorf("environment without a limit: %s", b)
+	}
+	spec.Env.GatewayMaxRequests = 1024
+	with, err := TrafficDoc(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.Environment.GatewayMaxRequests != 1024 || with.Hash() == none.Hash() {
+		t.Errorf("limit 1024: environment %+v, hash unchanged %v", with.Environment, with.Hash() == none.Hash())
+	}
+}

@@ -125,6 +125,8 @@ func TestBadInputs(t *testing.T) {
 		{"negative dcgm collect interval", []string{"run", "--dcgm-collect-interval", "-30s"}, "--dcgm-collect-interval -30s: must be greater than 0"},
 		{"negative epp latency", []string{"run", "--epp-latency", "-1ms"}, "--epp-latency"},
 		{"negative network latency", []string{"run", "--network-latency", "-1ms"}, "--network-latency"},
+		{"negative gateway limit", []string{"run", "--gateway-max-requests", "-1"}, "--gateway-max-requests -1: must be > 0, or 0 for no limit"},
+		{"gateway limit in a sweep", []string{"sweep", "--gateway-max-requests", "-5", "--vary", "queue-scorer.weight=1,2", "--out", out()}, "--gateway-max-requests -5"},
 		{"negative time scale", []string{"run", "--time-scale", "-2"}, "--time-scale -2"},
 		{"workers 0", []string{"run", "--workers", "0"}, "--workers 0"},
 		{"bad progress mode", []string{"run", "--progress", "sometimes"}, "--progress"},

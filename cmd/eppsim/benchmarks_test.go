@@ -33,8 +33,13 @@ type benchSet struct {
 }
 
 var benchSets = []benchSet{
+	// 73-capacity's gateway let 1024 requests through at once: in its
+	// re-run every stage of N > 1024 requests lost exactly N − 1024 under
+	// every router (published.json rerun_2025_10_06_failures), the
+	// signature of Envoy's default circuit breaker on the EPP's ext_proc
+	// cluster (docs/benchmarks.md, "The gateway").
 	{dir: "73-capacity", fleet: []string{"--model-config", "Qwen/Qwen3-32B", "--gpu", "H100", "--tp", "2", "--replicas", "8",
-		"--block-size", "64", "--max-model-len", "12000", "--num-gpu-blocks-override", "4802"}},
+		"--block-size", "64", "--max-model-len", "12000", "--num-gpu-blocks-override", "4802", "--gateway-max-requests", "1024"}},
 	{dir: "standard-scale-64p-cache-load", fleet: llama70B("4", "2204", "H100")},
 	{dir: "standard-scale-75p-cache-load", fleet: llama70B("4", "2204", "H100"), sameAs: "standard-scale-64p-cache-load"},
 	{dir: "cache-overload-60-users-4k-tokens", fleet: llama70B("2", "625", "H100"), whatIf: slow20},
@@ -63,20 +68,37 @@ type published struct {
 	Configs map[string]string                  `json:"configs"` // table label → config file
 	Stages  map[string]map[string]publishedRow `json:"stages"`  // requested QPS → label → row
 	Summary map[string]publishedRow            `json:"summary"`
-	order   []string                           // labels, sorted
-	rates   []string                           // stage keys by rate
+	// QueueKV is the whole-run waiting queue and KV usage per label, where
+	// a set publishes them (73-capacity).
+	QueueKV map[string]queueKV `json:"queue_kv"`
+	order   []string           // labels, sorted
+	rates   []string           // stage keys by rate
 }
 
 // publishedRow holds the columns used here; a column a table lacks is nil.
 type publishedRow struct {
-	OutTokS   *float64 `json:"out_tok_s"`
-	ReqS      *float64 `json:"req_s"`
-	Success   *float64 `json:"success_rate_pct"`
-	TTFTMean  *float64 `json:"ttft_mean_s"`
-	TTFTP90   *float64 `json:"ttft_p90_s"`
-	ITLMean   *float64 `json:"itl_mean_s"`
+	OutTokS  *float64 `json:"out_tok_s"`
+	ReqS     *float64 `json:"req_s"`
+	Success  *float64 `json:"success_rate_pct"`
+	TTFTMean *float64 `json:"ttft_mean_s"`
+	TTFTP90  *float64 `json:"ttft_p90_s"`
+	ITLMean  *float64 `json:"itl_mean_s"`
+}
+
+// queueKV is a published whole-run "Wait Queue" and "KV Cache %" row.
+type queueKV struct {
 	WaitMean  *float64 `json:"wait_queue_mean"`
+	WaitP90   *float64 `json:"wait_queue_p90"`
+	WaitMax   *float64 `json:"wait_queue_max"`
 	KVPctMean *float64 `json:"kv_cache_pct_mean"`
+	KVPctP90  *float64 `json:"kv_cache_pct_p90"`
+	KVPctMax  *float64 `json:"kv_cache_pct_max"`
+}
+
+// simGauges is a run's summary.json "staged_gauges", as far as read here.
+type simGauges struct {
+	Waiting struct{ Mean, P90, Max *float64 } `json:"waiting"`
+	KVUsage struct{ Mean, P90, Max *float64 } `json:"kv_usage"`
 }
 
 func readPublished(path string) (*published, error) {
@@ -136,6 +158,7 @@ type benchRun struct {
 	pub    *published
 	args   []string
 	stages map[string]map[string]simStage // label → stage key → stage
+	gauges map[string]simGauges           // label → gauges over all stages
 }
 
 // benchArgs is the `eppsim run` of a set with paths relative to the
@@ -174,12 +197,13 @@ func runBenchSet(t *testing.T, s benchSet, fleet []string) *benchRun {
 	var doc struct {
 		Runs map[string]struct {
 			Stages []simStage `json:"stages"`
+			Gauges simGauges  `json:"staged_gauges"`
 		} `json:"runs"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%s: %v", s.dir, err)
 	}
-	r := &benchRun{set: s, pub: p, args: benchArgs(s, fleet, p, ""), stages: map[string]map[string]simStage{}}
+	r := &benchRun{set: s, pub: p, args: benchArgs(s, fleet, p, ""), stages: map[string]map[string]simStage{}, gauges: map[string]simGauges{}}
 	for _, l := range p.order {
 		name := strings.TrimSuffix(p.Configs[l], filepath.Ext(p.Configs[l]))
 		run, ok := doc.Runs[name]
@@ -203,6 +227,7 @@ func runBenchSet(t *testing.T, s benchSet, fleet []string) *benchRun {
 			}
 		}
 		r.stages[l] = m
+		r.gauges[l] = run.Gauges
 	}
 	return r
 }
@@ -307,6 +332,18 @@ func benchTable(r *benchRun) string {
 		}
 	}
 	b.WriteString("\n")
+	if len(p.QueueKV) > 0 {
+		b.WriteString("Over the whole run, published / eppsim: the waiting queue and KV usage the EPP scraped from every pod (eppsim's `staged_gauges`, every stage's scrapes together, docs/metrics.md).\n\n")
+		b.WriteString("| config | waiting mean | waiting p90 | waiting max | KV % mean | KV % p90 | KV % max |\n")
+		b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
+		for _, l := range p.order {
+			pub, g := p.QueueKV[l], r.gauges[l]
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", l,
+				cell(pub.WaitMean, g.Waiting.Mean, 1, "%.1f"), cell(pub.WaitP90, g.Waiting.P90, 1, "%.0f"), cell(pub.WaitMax, g.Waiting.Max, 1, "%.0f"),
+				cell(pub.KVPctMean, scaled(g.KVUsage.Mean, 100), 1, "%.1f"), cell(pub.KVPctP90, scaled(g.KVUsage.P90, 100), 1, "%.1f"), cell(pub.KVPctMax, scaled(g.KVUsage.Max, 100), 1, "%.1f"))
+		}
+		b.WriteString("\n")
+	}
 	return b.String()
 }
 

@@ -263,3 +263,56 @@ data:
 		}
 	}
 }
+
+// TestRunGatewayLimit: one inference-perf stage sends 40 requests within
+// a second; each decodes 300 tokens, longer than that second on the
+// preset's replicas, so none has ended when the last is sent. With the
+// gateway's limit at 10, exactly the first 10 pass and 30 are refused
+// (N − limit, as in the 73-capacity re-run): 10 of 40 complete, the
+// summary records the limit, and the findings say it.
+func TestRunGatewayLimit(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "burst.yaml")
+	burst := `load:
+  type: constant
+  stages: [{rate: 40, duration: 1}]
+api: {streaming: true}
+data:
+  type: shared_prefix
+  shared_prefix: {num_groups: 4, num_prompts_per_group: 10, system_prompt_len: 200, question_len: 50, output_len: 300}
+`
+	if err := os.WriteFile(profile, []byte(burst), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"run", "--trace", workload.InferencePerfPrefix + profile, "--replicas", "2", "--epp-config", "round-robin", "--gateway-max-requests", "10"}
+	out, _, err := runCLI(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Runs map[string]struct {
+			Requests struct {
+				Total    int `json:"total"`
+				Complete int `json:"completed"`
+				Rejected int `json:"rejected"`
+			} `json:"requests"`
+			Config struct {
+				Environment map[string]any `json:"environment"`
+			} `json:"config"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	r := d.Runs["round-robin"]
+	if r.Requests.Total != 40 || r.Requests.Complete != 10 || r.Requests.Rejected != 30 || r.Config.Environment["gateway_max_requests"] != 10.0 {
+		t.Errorf("requests %+v, environment %v", r.Requests, r.Config.Environment)
+	}
+	text, _, err := runCLI(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "round-robin: the gateway refused 30 of 40 requests (75.0%) with HTTP 500 (gateway-overflow)"; !strings.Contains(text, want) {
+		t.Errorf("output lacks %q:\n%s", want, text)
+	}
+}

@@ -53,6 +53,7 @@ type specFlags struct {
 	kvLag       time.Duration
 	eppLatency  time.Duration
 	netLatency  time.Duration
+	gatewayMax  int
 	sampleEvery time.Duration
 	checkInvar  bool
 	iperf       iperfFlags
@@ -121,6 +122,7 @@ func (f *specFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.kvLag, "kv-event-lag", 5*time.Millisecond, "KV event delivery lag to the EPP")
 	fl.DurationVar(&f.eppLatency, "epp-latency", 0, "EPP decision latency added before a request reaches its replica")
 	fl.DurationVar(&f.netLatency, "network-latency", 0, "network latency added before a request reaches its replica")
+	fl.IntVar(&f.gatewayMax, "gateway-max-requests", 0, fmt.Sprintf("requests in flight the gateway lets through to the EPP at once (its Envoy circuit breaker on the EPP's ext_proc cluster, max_requests; Envoy's default is %d): a request beyond it fails at once with HTTP 500; 0 = no limit (docs/flow-control.md, The gateway in front of the EPP)", sim.DefaultEnvoyMaxRequests))
 	fl.DurationVar(&f.sampleEvery, "timeseries-interval", 10*time.Second, "time-series sampling period (with --out; at least 10ms)")
 	fl.BoolVar(&f.checkInvar, "check-invariants", false, "verify replica invariants after every step (slow; debugging)")
 	f.iperf.register(fl)
@@ -280,6 +282,9 @@ func (f *specFlags) check() error {
 	if err := checkRelease(f.release); err != nil {
 		return err
 	}
+	if f.gatewayMax < 0 {
+		return fmt.Errorf("--gateway-max-requests %d: must be > 0, or 0 for no limit", f.gatewayMax)
+	}
 	if f.duration > 0 && f.warmup >= f.duration {
 		return fmt.Errorf("--warmup %v: must be shorter than --duration %v (every request would be warm-up)", f.warmup, f.duration)
 	}
@@ -354,6 +359,7 @@ func (f *specFlags) spec() (*scenario.Spec, error) {
 			MaxRequests: f.maxRequests, Duration: int64(f.duration), Warmup: int64(f.warmup),
 			SampleInterval: int64(f.sampleEvery), PD: f.pd.options(f), Objectives: objs,
 			DCGMCollectInterval: int64(f.dcgmCollect), MaxFleetBytes: f.maxFleetBytes(),
+			GatewayMaxRequests: f.gatewayMax,
 		},
 		Upstream: f.upstream, Release: f.release,
 	}, nil
