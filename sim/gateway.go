@@ -25,8 +25,8 @@ import (
 // streams): a request reaching the gateway while that many are open is
 // answered 500 with cause CauseGatewayOverflow. 0 means no limit, eppsim's
 // default, since whether a deployment's gateway keeps Envoy's default
-// depends on the gateway (Istio raises it; Envoy Gateway's generated
-// EPP cluster keeps it).
+// depends on the gateway (Envoy Gateway's generated EPP cluster keeps it;
+// a gateway that sets thresholds of its own has its own limit, or none).
 
 // DefaultEnvoyMaxRequests is Envoy's compiled-in circuit-breaker
 // max_requests of a cluster: the streams its ext_proc cluster to the EPP
