@@ -208,6 +208,7 @@ func (r *Result) Findings() []string {
 		out = append(out, iv)
 	}
 	out = append(out, r.beyondCalibration()...)
+	out = append(out, r.gatewayRefusals()...)
 	for i := range r.Configs {
 		c := &r.Configs[i]
 		if c.Utilization > 1 {
@@ -218,6 +219,31 @@ func (r *Result) Findings() []string {
 		total := r.Stats.Requests + r.Stats.Skipped
 		out = append(out, fmt.Sprintf("%d simulations, %d of them stopped early once the SLO could no longer hold: they spared %d of %d requests (%.0f%%).",
 			n, r.Stats.Stopped, r.Stats.Skipped, total, 100*float64(r.Stats.Skipped)/float64(max(total, 1))))
+	}
+	return out
+}
+
+// gatewayRefusals says, per config, in how many of its simulations the
+// gateway's circuit breaker refused requests (Run.GatewayRefused): a
+// success term can then bind at the gateway, whose limit on requests in
+// flight no fleet size raises.
+func (r *Result) gatewayRefusals() []string {
+	var out []string
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		refused, runs := 0, 0
+		for _, p := range c.Points {
+			for _, run := range p.Runs {
+				runs++
+				if run.GatewayRefused > 0 {
+					refused++
+				}
+			}
+		}
+		if refused > 0 {
+			out = append(out, fmt.Sprintf("%s: the gateway refused requests in %d of its %d simulations (--gateway-max-requests): a success term can bind at the gateway's limit on requests in flight, which more replicas do not raise.",
+				c.Name, refused, runs))
+		}
 	}
 	return out
 }

@@ -138,6 +138,10 @@ type Run struct {
 	// absent for a stopped run.
 	Knee      *report.Knee             `json:"knee,omitempty"`
 	Intervals *report.LatencyIntervals `json:"latency_intervals_ms,omitempty"`
+	// GatewayRefused counts the requests after warm-up that the
+	// gateway's circuit breaker refused (--gateway-max-requests), up to
+	// the stop of a stopped run.
+	GatewayRefused int `json:"gateway_refused,omitempty"`
 }
 
 // Point is one rate multiplier (or fleet size) of a configuration's
@@ -806,6 +810,7 @@ func describe(pt *Point, replicas bool) string {
 func judge(terms []Term, sum *report.Summary, seed uint64, n int) Run {
 	r := Run{Seed: seed, Requests: n, OfferedRate: sum.OfferedLoad.RequestsPerS}
 	r.FinalRequests = sum.Requests.Complete + sum.Requests.Rejected
+	r.GatewayRefused = sum.RejectedAfterWarmup(sim.CauseGatewayOverflow)
 	if st := sum.StoppedEarly; st != nil {
 		r.StoppedEarly, r.StoppedAtS, r.FinalRequests = st.Reason, st.AtS, st.FinalRequests
 		for _, t := range terms {

@@ -146,3 +146,32 @@ func TestFindingsBeyondTheCalibration(t *testing.T) {
 		t.Errorf("covered fleet: %q", got)
 	}
 }
+
+// TestFindingsGatewayRefusals: config a's gateway refused requests in 2
+// of its 3 simulations, b's in none (no sentence for b).
+func TestFindingsGatewayRefusals(t *testing.T) {
+	r := &Result{Configs: []Config{
+		{Name: "a", Points: []Point{{Runs: []Run{{GatewayRefused: 5}, {}}}, {Runs: []Run{{GatewayRefused: 1}}}}},
+		{Name: "b", Points: []Point{{Runs: []Run{{}}}}},
+	}}
+	want := []string{"a: the gateway refused requests in 2 of its 3 simulations (--gateway-max-requests): a success term can bind at the gateway's limit on requests in flight, which more replicas do not raise."}
+	if got := r.gatewayRefusals(); !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestJudgeCountsGatewayRefusals: a run's record carries the gateway's
+// refusals after warm-up (2 here; the warm-up one and the engine's are
+// not counted).
+func TestJudgeCountsGatewayRefusals(t *testing.T) {
+	a := report.NewAggregator()
+	a.Add(&sim.Record{ID: 0, Replica: -1, Warmup: true, Outcome: sim.Rejected, Cause: sim.CauseGatewayOverflow})
+	a.Add(&sim.Record{ID: 1, Replica: 0, Arrival: 1e9, TTFT: 1e8, E2E: 5e8, Completion: 1.5e9, OutputTokens: 5, Outcome: sim.Completed})
+	a.Add(&sim.Record{ID: 2, Replica: -1, Arrival: 2e9, Outcome: sim.Rejected, HTTPStatus: 500, Cause: sim.CauseGatewayOverflow})
+	a.Add(&sim.Record{ID: 3, Replica: -1, Arrival: 3e9, Outcome: sim.Rejected, HTTPStatus: 500, Cause: sim.CauseGatewayOverflow})
+	a.Add(&sim.Record{ID: 4, Replica: -1, Arrival: 4e9, Outcome: sim.Rejected, HTTPStatus: 400, Cause: sim.CauseEngineRejected})
+	sum := a.Summary(&sim.Result{Replicas: []sim.ReplicaResult{{Name: "r0"}}})
+	if r := judge(nil, sum, 1, 5); r.GatewayRefused != 2 {
+		t.Errorf("gateway refused %d, want 2", r.GatewayRefused)
+	}
+}

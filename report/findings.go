@@ -488,6 +488,18 @@ func beyondSentences(rs []NamedSummary) []string {
 // every output that lists them words it.
 func BeyondSentence(note string) string { return "Beyond the calibration: " + note + "." }
 
+// RejectedAfterWarmup is how many requests after warm-up were rejected
+// with cause (sim.Record.Cause): counted by the aggregator, so 0 for a
+// summary read back from JSON.
+func (s *Summary) RejectedAfterWarmup(cause string) int {
+	for _, x := range s.rejections {
+		if x.cause == cause {
+			return x.requests
+		}
+	}
+	return 0
+}
+
 // gatewaySentence says how many requests the gateway's circuit breaker
 // refused (sim.Options.GatewayMaxRequests), since every other figure is
 // over the requests it let through: "default: the gateway refused 3884
@@ -497,12 +509,7 @@ func BeyondSentence(note string) string { return "Beyond the calibration: " + no
 // it let through." "" when it refused none.
 func gatewaySentence(r NamedSummary) string {
 	s := r.Summary
-	refused := 0
-	for _, x := range s.rejections {
-		if x.cause == sim.CauseGatewayOverflow {
-			refused = x.requests
-		}
-	}
+	refused := s.RejectedAfterWarmup(sim.CauseGatewayOverflow)
 	if refused == 0 || s.offered == 0 {
 		return ""
 	}
