@@ -502,7 +502,8 @@ func (s *Summary) RejectedAfterWarmup(cause string) int {
 
 // gatewaySentence says how many requests the gateway's circuit breaker
 // refused (sim.Options.GatewayMaxRequests), since every other figure is
-// over the requests it let through: "default: the gateway refused 3884
+// over the requests it let through, or, without a limit, that more
+// requests were in flight at once than Envoy's default lets through: "default: the gateway refused 3884
 // of 17084 requests (22.7%) with HTTP 500 (gateway-overflow): its
 // circuit breaker lets 1024 requests through at once
 // (--gateway-max-requests); latency and throughput are over the requests
@@ -510,9 +511,6 @@ func (s *Summary) RejectedAfterWarmup(cause string) int {
 func gatewaySentence(r NamedSummary) string {
 	s := r.Summary
 	refused := s.RejectedAfterWarmup(sim.CauseGatewayOverflow)
-	if refused == 0 || s.offered == 0 {
-		return ""
-	}
 	limit := ""
 	if s.Config != nil {
 		switch v := s.Config.Environment["gateway_max_requests"].(type) {
@@ -521,6 +519,13 @@ func gatewaySentence(r NamedSummary) string {
 		case float64:
 			limit = " " + strconv.FormatFloat(v, 'f', -1, 64)
 		}
+	}
+	if limit == "" && s.Requests.PeakInFlight > sim.DefaultEnvoyMaxRequests {
+		return fmt.Sprintf("%s: up to %d requests were in flight at once, more than the %d that an Envoy-based gateway with its default circuit breaker lets through to the EPP; behind such a gateway the rest would get HTTP 500 (--gateway-max-requests %d simulates it; docs/flow-control.md).",
+			r.Name, s.Requests.PeakInFlight, sim.DefaultEnvoyMaxRequests, sim.DefaultEnvoyMaxRequests)
+	}
+	if refused == 0 || s.offered == 0 {
+		return ""
 	}
 	return fmt.Sprintf("%s: the gateway refused %d of %d requests (%.1f%%) with HTTP 500 (%s): its circuit breaker lets%s requests through at once (--gateway-max-requests); latency and throughput are over the requests it let through.",
 		r.Name, refused, s.offered, 100*float64(refused)/float64(s.offered), sim.CauseGatewayOverflow, limit)

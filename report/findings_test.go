@@ -253,6 +253,22 @@ func TestGatewaySentence(t *testing.T) {
 			t.Errorf("limit %T: findings %q\nwant %q", limit, f, want)
 		}
 	}
+	// Without a limit: more in flight at once than Envoy's default (1025
+	// and more) is said, 1024 is not.
+	for _, tc := range []struct {
+		peak int
+		want bool
+	}{{1025, true}, {1024, false}} {
+		a := NewAggregator()
+		a.Add(&sim.Record{ID: 0, Replica: 0, TTFT: 1e8, E2E: 5e8, OutputTokens: 5, Outcome: sim.Completed})
+		s := a.Summary(fleet4())
+		s.Config = &RunConfig{Environment: map[string]any{"epp_latency": "0s"}}
+		s.Requests.PeakInFlight = tc.peak
+		want := "default: up to 1025 requests were in flight at once, more than the 1024 that an Envoy-based gateway with its default circuit breaker lets through to the EPP; behind such a gateway the rest would get HTTP 500 (--gateway-max-requests 1024 simulates it; docs/flow-control.md)."
+		if got := slices.Contains(Findings([]NamedSummary{{Name: "default", Summary: s}}), want); got != tc.want {
+			t.Errorf("peak %d: sentence %v, want %v", tc.peak, got, tc.want)
+		}
+	}
 	// None refused: no sentence.
 	a := NewAggregator()
 	a.Add(&sim.Record{ID: 0, Replica: 0, TTFT: 1e8, E2E: 5e8, OutputTokens: 5, Outcome: sim.Completed})

@@ -183,6 +183,9 @@ type Summary struct {
 		Rejected int            `json:"rejected"`
 		Reasons  map[string]int `json:"rejected_reasons,omitempty"`
 		InFlight int            `json:"in_flight_at_end"`
+		// PeakInFlight is the most requests in flight past the gateway at
+		// once (sim.Result.PeakInFlight).
+		PeakInFlight int `json:"peak_in_flight"`
 	} `json:"requests"`
 	Latency struct {
 		TTFT  Dist `json:"ttft"`
@@ -459,7 +462,7 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 	s.Routing.PerReplica = map[string]int{}
 	var names []string
 	if res != nil {
-		s.Requests.InFlight = res.InFlight
+		s.Requests.InFlight, s.Requests.PeakInFlight = res.InFlight, res.PeakInFlight
 		for _, rr := range res.Replicas {
 			names = append(names, rr.Name)
 			s.Cache.Evictions += rr.Evictions

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"fmt"
 	"net/http"
 )
@@ -37,14 +38,14 @@ const DefaultEnvoyMaxRequests = 1024
 // circuit breaker refused (Options.GatewayMaxRequests).
 const CauseGatewayOverflow = "gateway-overflow"
 
-// gatewayAdmit opens f's ext_proc stream, or refuses f (HTTP 500) when the
-// breaker's streams are all open. It reports whether f passed.
-func (r *runner) gatewayAdmit(f *flight) bool {
+// gatewayAdmit opens f's stream through the gateway, arriving now, or
+// refuses f (HTTP 500) when a limit is set and its streams are all open.
+// It reports whether f passed. The streams are counted with or without a
+// limit, for Result.PeakInFlight.
+func (r *runner) gatewayAdmit(now int64, f *flight) bool {
+	r.gatewayRelease(now)
 	limit := r.opts.GatewayMaxRequests
-	if limit <= 0 {
-		return true
-	}
-	if r.gatewayOpen >= limit {
+	if limit > 0 && r.gatewayOpen >= limit {
 		f.rec.Outcome, f.rec.HTTPStatus, f.rec.Cause = Rejected, http.StatusInternalServerError, CauseGatewayOverflow
 		f.rec.Reason = fmt.Sprintf("gateway circuit breaker: %d requests already hold a stream to the EPP (its max_requests)", limit)
 		r.res.GatewayOverflows++
@@ -52,21 +53,47 @@ func (r *runner) gatewayAdmit(f *flight) bool {
 		return false
 	}
 	r.gatewayOpen++
+	r.res.PeakInFlight = max(r.res.PeakInFlight, r.gatewayOpen)
 	f.gated = true
 	return true
 }
 
 // gatewayEnded closes the stream of a request that ended now: at once, or
 // when a completed response's end passes the gateway (its Completion,
-// after the server's output delays), as the client sees it.
+// after the server's output delays), as the client sees it. A later end
+// waits in gatewayEnds until the next arrival looks (gatewayRelease): the
+// count matters only to arrivals, so it needs no event of its own.
 func (r *runner) gatewayEnded(now int64, f *flight) {
 	if !f.gated {
 		return
 	}
 	f.gated = false
 	if f.rec.Outcome == Completed && f.rec.Completion > now {
-		r.at(f.rec.Completion, evGatewayEnd, 0)
+		heap.Push(&r.gatewayEnds, f.rec.Completion)
 		return
 	}
 	r.gatewayOpen--
+}
+
+// gatewayRelease closes the streams whose responses ended by now: a
+// response ending at the instant a request arrives has freed its stream.
+func (r *runner) gatewayRelease(now int64) {
+	for len(r.gatewayEnds) > 0 && r.gatewayEnds[0] <= now {
+		heap.Pop(&r.gatewayEnds)
+		r.gatewayOpen--
+	}
+}
+
+// endTimes is a min-heap of response end times (container/heap).
+type endTimes []int64
+
+func (h endTimes) Len() int           { return len(h) }
+func (h endTimes) Less(i, j int) bool { return h[i] < h[j] }
+func (h endTimes) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endTimes) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *endTimes) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
 }

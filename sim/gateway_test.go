@@ -26,18 +26,23 @@ func TestGatewayCircuitBreaker(t *testing.T) {
 		limit   int
 		at      []int64 // arrival of request i
 		refused []bool
+		peak    int // most in flight at once
 	}{
-		{"no limit", 0, []int64{0, 0, 0, 0}, []bool{false, false, false, false}},
-		{"burst over 2", 2, []int64{0, 0, 0, 0, 0}, []bool{false, false, true, true, true}},
-		{"burst of exactly 3", 3, []int64{0, 0, 0}, []bool{false, false, false}},
+		{"no limit", 0, []int64{0, 0, 0, 0}, []bool{false, false, false, false}, 4},
+		// Without a limit the count still follows each response to its
+		// end: a request in the output delay is in flight.
+		{"no limit, in the output delay", 0, []int64{0, done - delay/2}, []bool{false, false}, 2},
+		{"no limit, after the end", 0, []int64{0, done + 1}, []bool{false, false}, 1},
+		{"burst over 2", 2, []int64{0, 0, 0, 0, 0}, []bool{false, false, true, true, true}, 2},
+		{"burst of exactly 3", 3, []int64{0, 0, 0}, []bool{false, false, false}, 3},
 		// Request 0 and 1 hold both streams until their responses end
 		// (both at done, each alone on a replica): a request in the
 		// output delay after the engine's last step is still refused,
 		// one after the response end passes.
-		{"stream held to the response end", 2, []int64{0, 0, done - delay/2, done + 1}, []bool{false, false, true, false}},
+		{"stream held to the response end", 2, []int64{0, 0, done - delay/2, done + 1}, []bool{false, false, true, false}, 2},
 		// A refused request holds nothing: request 3 passes as soon as
 		// request 0 has ended, though 2 was refused in between.
-		{"a refusal holds no stream", 1, []int64{0, 1, 2, done + 1}, []bool{false, true, true, false}},
+		{"a refusal holds no stream", 1, []int64{0, 1, 2, done + 1}, []bool{false, true, true, false}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var reqs []*workload.Request
@@ -49,8 +54,9 @@ func TestGatewayCircuitBreaker(t *testing.T) {
 				}
 			}
 			recs, res := run(t, reqs, fleet, Options{GatewayMaxRequests: tc.limit})
-			if res.GatewayOverflows != want || res.Rejected != want || res.Completed != len(reqs)-want {
-				t.Fatalf("overflows %d rejected %d completed %d, want %d refused of %d", res.GatewayOverflows, res.Rejected, res.Completed, want, len(reqs))
+			if res.GatewayOverflows != want || res.Rejected != want || res.Completed != len(reqs)-want || res.PeakInFlight != tc.peak {
+				t.Fatalf("overflows %d rejected %d completed %d peak %d, want %d refused of %d, peak %d",
+					res.GatewayOverflows, res.Rejected, res.Completed, res.PeakInFlight, want, len(reqs), tc.peak)
 			}
 			for _, r := range recs {
 				i := int(r.ID)

@@ -303,8 +303,11 @@ type Result struct {
 	// Stopped is set when Options.Stop ended the run early (stop.go).
 	Stopped *Stopped
 	// GatewayOverflows counts the requests the gateway's circuit breaker
-	// refused (Options.GatewayMaxRequests, gateway.go).
+	// refused (Options.GatewayMaxRequests, gateway.go). PeakInFlight is
+	// the most requests in flight past the gateway at once, from their
+	// arrival to their response's end (with or without a limit).
 	GatewayOverflows int
+	PeakInFlight     int
 }
 
 // ReplicaResult is one replica's end-of-run state.
@@ -334,11 +337,10 @@ const (
 	evNotify  // a decode pod's notification reaches the prefill pod
 	evFlowTick
 	evFlowSweep
-	evResume     // a data producer's wait ends (burst window)
-	evDCGM       // the dcgm-exporters publish (gpu.go)
-	evTimeout    // the client model's timeout of a request (client.go)
-	evClientEnd  // a response's end reaches the client model (client.go)
-	evGatewayEnd // a response's end passes the gateway (gateway.go)
+	evResume    // a data producer's wait ends (burst window)
+	evDCGM      // the dcgm-exporters publish (gpu.go)
+	evTimeout   // the client model's timeout of a request (client.go)
+	evClientEnd // a response's end reaches the client model (client.go)
 )
 
 const kindShift = 56
@@ -511,8 +513,9 @@ type runner struct {
 	// client is inference-perf's load generator (nil: none).
 	client *client
 	// gatewayOpen counts the requests holding a stream through the
-	// gateway's circuit breaker (gateway.go).
+	// gateway (gateway.go), gatewayEnds the later ends of some of them.
 	gatewayOpen int
+	gatewayEnds endTimes
 }
 
 // cancelPoll is how many events a run fires between two looks at its
@@ -834,8 +837,6 @@ func (r *runner) Fire(now int64, a uint64) {
 		}
 	case evClientEnd:
 		r.clientEnd(now)
-	case evGatewayEnd:
-		r.gatewayOpen--
 	case evRelease:
 		wr := r.parked[int64(idx)]
 		delete(r.parked, int64(idx))
@@ -959,7 +960,7 @@ func (r *runner) route(now int64, wr *workload.Request) {
 	f.rec = Record{ID: wr.ID, Session: wr.Session, Turn: wr.Turn, Stage: wr.Stage, Arrival: now, Replica: -1,
 		PromptTokens: wr.PromptLen, OutputTokens: wr.OutputTokens, Warmup: now < r.opts.Warmup}
 	r.stages.arrive(wr.Stage, f.rec.Warmup)
-	if !r.gatewayAdmit(f) {
+	if !r.gatewayAdmit(now, f) {
 		return
 	}
 	f.er = EPPRequest(wr)

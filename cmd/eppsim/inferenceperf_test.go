@@ -295,6 +295,7 @@ data:
 				Total    int `json:"total"`
 				Complete int `json:"completed"`
 				Rejected int `json:"rejected"`
+				Peak     int `json:"peak_in_flight"`
 			} `json:"requests"`
 			Config struct {
 				Environment map[string]any `json:"environment"`
@@ -305,7 +306,7 @@ data:
 		t.Fatal(err)
 	}
 	r := d.Runs["round-robin"]
-	if r.Requests.Total != 40 || r.Requests.Complete != 10 || r.Requests.Rejected != 30 || r.Config.Environment["gateway_max_requests"] != 10.0 {
+	if r.Requests.Total != 40 || r.Requests.Complete != 10 || r.Requests.Rejected != 30 || r.Requests.Peak != 10 || r.Config.Environment["gateway_max_requests"] != 10.0 {
 		t.Errorf("requests %+v, environment %v", r.Requests, r.Config.Environment)
 	}
 	text, _, err := runCLI(t, args...)
