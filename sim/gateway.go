@@ -48,7 +48,6 @@ func (r *runner) gatewayAdmit(now int64, f *flight) bool {
 	if limit > 0 && r.gatewayOpen >= limit {
 		f.rec.Outcome, f.rec.HTTPStatus, f.rec.Cause = Rejected, http.StatusInternalServerError, CauseGatewayOverflow
 		f.rec.Reason = fmt.Sprintf("gateway circuit breaker: %d requests already hold a stream to the EPP (its max_requests)", limit)
-		r.res.GatewayOverflows++
 		r.finish(f)
 		return false
 	}

@@ -302,12 +302,11 @@ type Result struct {
 	Stages []StageResult
 	// Stopped is set when Options.Stop ended the run early (stop.go).
 	Stopped *Stopped
-	// GatewayOverflows counts the requests the gateway's circuit breaker
-	// refused (Options.GatewayMaxRequests, gateway.go). PeakInFlight is
-	// the most requests in flight past the gateway at once, from their
-	// arrival to their response's end (with or without a limit).
-	GatewayOverflows int
-	PeakInFlight     int
+	// PeakInFlight is the most requests in flight past the gateway at
+	// once, from their arrival to their response's end, with or without a
+	// limit (gateway.go); the requests it refused are the records of cause
+	// CauseGatewayOverflow.
+	PeakInFlight int
 }
 
 // ReplicaResult is one replica's end-of-run state.
