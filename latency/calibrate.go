@@ -21,12 +21,17 @@ import (
 var FitMetrics = Metrics
 
 // DefaultFree are the coefficients calibrate fits by default. The others
-// keep their starting values: per_output_token_us (vLLM streams outputs
-// from a process of its own, so it adds nothing a run can tell apart from
-// the step time), and the ones the shipped runs cannot identify because
-// their prefills are almost all prefix-cache hits — eta_link only matters
-// for compute-heavy tensor-parallel steps, so it stays at its documented
-// prior (docs/latency.md) unless a user's runs include such steps.
+// keep their starting values:
+//   - per_output_token_us: vLLM streams outputs from a process of its own,
+//     so it adds nothing a run can tell apart from the step time;
+//   - eta_link: it only matters for compute-heavy tensor-parallel steps,
+//     which the shipped runs hardly have (their prefills are almost all
+//     prefix-cache hits), so it stays at its documented prior unless a
+//     user's runs include such steps;
+//   - eta_experts: read from a published kernel measurement (docs/latency.md,
+//     "Mixtures of experts"); Mixtral-8x7B is the only unquantised mixture
+//     of experts among the shared runs, so a refit that held it out would
+//     have nothing to fit it on.
 var DefaultFree = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu", "roofline_exponent", "all_reduce_us",
 	"ingest_us", "ingest_jitter"}
 

@@ -41,6 +41,17 @@ type Coefficients struct {
 	// streaming the weights achieves; EtaKV that of reading the KV cache.
 	EtaWeights float64 `json:"eta_weights"`
 	EtaKV      float64 `json:"eta_kv"`
+	// EtaExperts is the fraction of the memory bandwidth that the routed
+	// experts of an unquantised mixture of experts stream at: vLLM and
+	// SGLang read them in their fused MoE kernel (one launch per layer and
+	// projection over every expert), not in the dense GEMMs that
+	// EtaWeights measures, and that kernel's measured efficiency is higher
+	// (docs/latency.md, "Mixtures of experts": 0.84, vllm-project/vllm PR
+	// #44152). Quantised experts (FP8, INT, MXFP4) run other kernels that
+	// nothing here measured and stream at EtaWeights. 0 (absent, as in a
+	// calibration written before it existed): EtaWeights, so such a file
+	// predicts as it did.
+	EtaExperts float64 `json:"eta_experts,omitempty"`
 	// MFU is the fraction of the datasheet tensor peak that the matrix
 	// multiplies and attention achieve when compute-bound.
 	MFU float64 `json:"mfu"`
@@ -74,28 +85,32 @@ type Coefficients struct {
 
 // CoefficientNames lists the coefficients in the order of Vector.
 var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
-	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us", "ingest_jitter"}
+	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us", "ingest_jitter", "eta_experts"}
 
 // Vector returns the coefficients in CoefficientNames order.
 func (c Coefficients) Vector() []float64 {
 	return []float64{c.StepUs, c.LayerUs, c.SeqUs, c.EtaWeights, c.EtaKV, c.MFU,
-		c.RooflineExponent, c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs, c.IngestJitter}
+		c.RooflineExponent, c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs, c.IngestJitter, c.EtaExperts}
 }
 
 // CoefficientsFromVector is the inverse of Vector.
 func CoefficientsFromVector(v []float64) Coefficients {
 	return Coefficients{StepUs: v[0], LayerUs: v[1], SeqUs: v[2], EtaWeights: v[3], EtaKV: v[4], MFU: v[5],
-		RooflineExponent: v[6], AllReduceUs: v[7], EtaLink: v[8], IngestUs: v[9], PerOutputTokenUs: v[10], IngestJitter: v[11]}
+		RooflineExponent: v[6], AllReduceUs: v[7], EtaLink: v[8], IngestUs: v[9], PerOutputTokenUs: v[10], IngestJitter: v[11],
+		EtaExperts: v[12]}
 }
 
 // Validate checks that every coefficient is physically meaningful: the
-// overheads are finite and not negative, the efficiencies in (0, 1].
+// overheads are finite and not negative, the efficiencies in (0, 1]
+// (eta_experts may also be 0: absent, eta_weights stands for it).
 func (c Coefficients) Validate() error {
 	for i, v := range c.Vector() {
 		name := CoefficientNames[i]
 		switch {
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			return fmt.Errorf("%s: %v is not a number", name, v)
+		case name == "eta_experts" && v == 0:
+			// Absent: the experts stream at eta_weights.
 		case strings.HasPrefix(name, "eta_") || name == "mfu":
 			if v <= 0 || v > 1 {
 				return fmt.Errorf("%s: %v must be in (0, 1] (a fraction of a datasheet peak)", name, v)
@@ -445,7 +460,7 @@ func (c Calibration) ID() string {
 // per engine step,
 //
 //	t = step_us + layer_us·L + seq_us·B
-//	  + R(W/(BW·η_w),  F_lin/(P·mfu))        linear layers: weights streamed, compute
+//	  + R(W/(BW·η_w) + X/(BW·η_x),  F_lin/(P·mfu))   linear layers: weights streamed, compute
 //	  + R(K/(BW·η_kv), F_attn/(P·mfu))       attention: KV cache streamed, compute
 //	  + [TP > 1] 2L·(all_reduce_us + [two-stage] 5.5 µs + bytes_in(N·d·2 B, TP) / (link/2·η))
 //
@@ -459,9 +474,11 @@ func (c Calibration) ID() string {
 // sequences, N new tokens, BW the memory bandwidth, P the dense tensor
 // peak for the weights' type and link the GPU-to-GPU bandwidth, both
 // directions (arch's catalogue); bytes_in is what one GPU receives in the
-// all-reduce algorithm vLLM picks for that size (allreduce.go). W is the weight bytes the step reads: every dense weight,
-// and of each MoE layer the experts its N tokens reach, E·(1−(1−k/E)^N) of
-// E routed experts with top-k routing (tokens routed independently). K is
+// all-reduce algorithm vLLM picks for that size (allreduce.go). W is the dense weight bytes the step reads (every weight
+// but the routed experts), X those of the routed experts its N tokens
+// reach in each MoE layer, E·(1−(1−k/E)^N) of E with top-k routing
+// (tokens routed independently), streamed by the fused MoE kernel at η_x
+// (Coefficients.EtaExperts; η_w for quantised experts). K is
 // the KV bytes of every scheduled sequence's context and new tokens
 // (cached prefix included). F_lin is 2·(active linear parameters) per new
 // token plus the lm_head for each sampled token; F_attn is
@@ -476,6 +493,7 @@ type CalibratedModel struct {
 	layers, hidden, tp    float64
 	denseBytes            float64 // every weight read each step but the routed experts
 	expertBytes           float64 // one routed expert of one MoE layer
+	etaExperts            float64 // the efficiency the routed experts stream at (Coefficients.EtaExperts)
 	moeLayers, experts, k float64
 	kvPerToken            float64
 	linFlops, lmFlops     float64 // per new token, per sampled token
@@ -567,6 +585,13 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 		c.shards = float64(max(expertShards, 1))
 		c.expertBytes = routed / (c.moeLayers * c.experts) / c.shards
 		c.denseBytes = all - routed
+		// Unquantised experts run the fused MoE kernel whose efficiency
+		// eta_experts is (Coefficients.EtaExperts); quantised ones, and
+		// any calibration without it, stream at eta_weights.
+		c.etaExperts = co.EtaWeights
+		if co.EtaExperts > 0 && m.Quant.WeightBits == 0 {
+			c.etaExperts = co.EtaExperts
+		}
 		c.expertGroup = tensorParallel{ranks: max(tp, 1) * max(expertShards, 1), nvlink: nvlink, oneWay: oneWay, capability: g.ComputeCapability, bf16: bf16}
 	} else {
 		c.denseBytes = all
@@ -627,15 +652,16 @@ func (c *CalibratedModel) seconds(b, n, kv, pairs float64) float64 {
 	// the linear layers, the router and the all-reduces see them; attention
 	// and the sampler (b sequences) do not.
 	rows := float64(c.graphs.padded(int(n)))
-	w := c.denseBytes
+	stream := c.denseBytes / (c.bw * co.EtaWeights)
 	if c.experts > 0 {
 		// Expected distinct experts that the rows, routed independently,
-		// reach in one layer (each picks k of E).
+		// reach in one layer (each picks k of E), streamed by the fused
+		// MoE kernel.
 		reached := c.experts * (1 - math.Pow(1-c.k/c.experts, rows*c.shards))
-		w += c.moeLayers * reached * c.expertBytes
+		stream += c.moeLayers * reached * c.expertBytes / (c.bw * c.etaExperts)
 	}
 	flops := c.peak * co.MFU
-	lin := c.blend(w/(c.bw*co.EtaWeights), (rows*c.linFlops+b*c.lmFlops)/flops)
+	lin := c.blend(stream, (rows*c.linFlops+b*c.lmFlops)/flops)
 	attn := c.blend(c.kvPerToken*kv/(c.bw*co.EtaKV), pairs*c.attnFlops/flops)
 	sec := (co.StepUs+co.LayerUs*c.layers+co.SeqUs*b)*1e-6 + lin + attn
 	if c.tp > 1 || c.shards > 1 {

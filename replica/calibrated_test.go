@@ -446,6 +446,60 @@ func TestCalibratedMoESmallBatch(t *testing.T) {
 	}
 }
 
+// TestCalibratedExpertEfficiency: an unquantised mixture of experts
+// streams its routed experts at eta_experts and the rest at eta_weights,
+// worked by hand from Mixtral-8x7B's config.json on two H100s. One expert
+// of one layer is 3·4096·14336 = 176,160,768 weights, 176,160,768 bytes
+// per GPU in BF16 at TP 2; the rest is the attention, 32·(2·4096² +
+// 2·4096·1024) = 1,342,177,280 weights, the routers, 32·4096·8 =
+// 1,048,576, and the lm_head, 32000·4096 = 131,072,000: 1,474,297,856
+// bytes per GPU. A token reaches 2 experts of each layer, 64 tokens
+// 8·(1 − 0.75^64), all 8 to eight digits (memory-bound still: their
+// compute is a tenth of the streaming). Quantised experts (Scout's FP8) and a calibration without
+// eta_experts stream at eta_weights.
+func TestCalibratedExpertEfficiency(t *testing.T) {
+	g := mustGPU(t, "H100")
+	const bw, expert, dense = 3.35e12, 176160768.0, 1474297856.0
+	mixtral := mustModel(t, "mistralai/Mixtral-8x7B-v0.1")
+	c := bareCoefficients() // eta_weights 0.8
+	c.EtaExperts = 0.9
+	cm, err := NewCalibratedModel(c, mixtral, &g, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ n, reached float64 }{{1, 2}, {64, 8 * (1 - math.Pow(0.75, 64))}} {
+		// The one-stage custom all-reduce of n·4096·2 bytes, twice per layer.
+		ar := 2 * 32 * tc.n * 4096 * 2 / (450e9 * 0.52)
+		want := dense/(bw*0.8) + 32*tc.reached*expert/(bw*0.9)
+		if got := cm.seconds(1, tc.n, 0, 0) - ar; math.Abs(got-want) > 1e-9 {
+			t.Errorf("%v tokens: %.9f s, want %.9f s", tc.n, got, want)
+		}
+	}
+	c.EtaExperts = 0
+	old, err := NewCalibratedModel(c, mixtral, &g, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := 2 * 32 * 4096 * 2 / (450e9 * 0.52)
+	if got, want := old.seconds(1, 1, 0, 0)-ar, (dense+32*2*expert)/(bw*0.8); math.Abs(got-want) > 1e-9 {
+		t.Errorf("without eta_experts: %.9f s, want %.9f s", got, want)
+	}
+	scout := mustModel(t, "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic")
+	with, without := bareCoefficients(), bareCoefficients()
+	with.EtaExperts = 0.9
+	a, err := NewCalibratedModel(with, scout, &g, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewCalibratedModel(without, scout, &g, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, y := a.seconds(8, 8, 8000, 8000), b.seconds(8, 8, 8000, 8000); x != y {
+		t.Errorf("FP8 experts: %.9f s with eta_experts, %.9f s without", x, y)
+	}
+}
+
 // TestEmbeddedCalibrationsAreCopies: DefaultCalibration and
 // PriorCalibration parse their files once and return copies: changing every
 // map and slice of one returned value leaves the next one equal to a fresh

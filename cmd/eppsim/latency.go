@@ -659,7 +659,12 @@ func carryProtocols(cal *replica.Calibration, from replica.Calibration, results 
 func printCoefficients(w io.Writer, c replica.Coefficients) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, v := range c.Vector() {
-		fmt.Fprintf(tw, "  %s\t%.6g\n", replica.CoefficientNames[i], v)
+		name := replica.CoefficientNames[i]
+		if name == "eta_experts" && v == 0 {
+			fmt.Fprintf(tw, "  %s\t0 (absent: eta_weights)\n", name)
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%.6g\n", name, v)
 	}
 	tw.Flush()
 }
