@@ -169,6 +169,7 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	if err != nil {
 		return nil, err
 	}
+	o.Start.Coefficients = startOf(o.Start.Coefficients, free)
 	var protocols []Protocol
 	for _, name := range o.Protocols {
 		p, err := LookupProtocol(name)
@@ -340,6 +341,18 @@ func freeIndexes(names []string) ([]int, error) {
 		return nil, errors.New("calibrate: no coefficient to fit")
 	}
 	return out, nil
+}
+
+// startOf is where the search starts from start with the free
+// coefficients free: start itself, except that an absent eta_experts (0,
+// a calibration written before it existed) that is fitted starts at
+// eta_weights, the efficiency it stands for, rather than at the clamp of
+// its logit (1e-6 of the bandwidth).
+func startOf(start replica.Coefficients, free []int) replica.Coefficients {
+	if start.EtaExperts == 0 && slices.Contains(free, slices.Index(replica.CoefficientNames, "eta_experts")) {
+		start.EtaExperts = start.EtaWeights
+	}
+	return start
 }
 
 // isEfficiency reports whether coefficient i is a fraction (searched on

@@ -298,3 +298,28 @@ func TestWriteDirPredictionsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestStartOfAbsentExperts: a start without eta_experts (0) that fits it
+// starts it at eta_weights; one that does not fit it, or that has it,
+// starts as given.
+func TestStartOfAbsentExperts(t *testing.T) {
+	idx := func(names ...string) []int {
+		v, err := freeIndexes(names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	old := replica.Coefficients{EtaWeights: 0.74, EtaKV: 0.8}
+	if got := startOf(old, idx("step_us", "eta_experts")); got.EtaExperts != 0.74 || got.EtaWeights != 0.74 {
+		t.Errorf("freed and absent: %+v, want eta_experts 0.74", got)
+	}
+	if got := startOf(old, idx("step_us")); got != old {
+		t.Errorf("absent, not freed: %+v, want it unchanged", got)
+	}
+	with := old
+	with.EtaExperts = 0.84
+	if got := startOf(with, idx("eta_experts")); got.EtaExperts != 0.84 {
+		t.Errorf("present: %+v, want 0.84 kept", got)
+	}
+}

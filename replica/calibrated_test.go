@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -154,7 +155,7 @@ func TestCalibrationFiles(t *testing.T) {
 	// The prior is not fitted: its values are the documented round
 	// magnitudes of calibrations/prior.yaml.
 	p := PriorCalibration().Coefficients
-	if p.StepUs != 200 || p.LayerUs != 10 || p.EtaWeights != 0.7 || p.MFU != 0.6 || p.AllReduceUs != 8 || p.EtaLink != 0.8 || p.IngestUs != 5000 {
+	if p.StepUs != 200 || p.LayerUs != 10 || p.EtaWeights != 0.7 || p.MFU != 0.6 || p.AllReduceUs != 8 || p.EtaLink != 0.8 || p.IngestUs != 5000 || p.EtaExperts != 0.84 {
 		t.Errorf("prior %+v: not the documented values", p)
 	}
 	d := DefaultCalibration()
@@ -169,10 +170,21 @@ func TestCalibrationFiles(t *testing.T) {
 	if err != nil || back.ID() != d.ID() {
 		t.Fatalf("round trip: %v, %s vs %s", err, back.ID(), d.ID())
 	}
+	// eta_experts absent (0) is valid: the experts stream at eta_weights,
+	// and the coefficients hash as a file written before it existed did.
+	old, err := ParseCalibration([]byte("name: x\ncoefficients: {step_us: 1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5, roofline_exponent: 2}\n"), "old.yaml")
+	if err != nil || old.Coefficients.EtaExperts != 0 {
+		t.Fatalf("a calibration without eta_experts: %v, %+v", err, old.Coefficients)
+	}
+	if js, _ := json.Marshal(old.Coefficients); strings.Contains(string(js), "eta_experts") {
+		t.Errorf("an absent eta_experts is hashed: %s", js)
+	}
 	for _, tc := range []struct{ yaml, want string }{
 		{"coefficients: {step_us: 1}\n", "bad.yaml: name: required"},
 		{"name: x\ncoefficients: {step_us: 1, eta_weights: 1.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5}\n", "coefficients.eta_weights: 1.5 must be in (0, 1]"},
 		{"name: x\ncoefficients: {step_us: -1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5}\n", "coefficients.step_us: -1 must not be negative"},
+		{"name: x\ncoefficients: {step_us: 1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5, roofline_exponent: 2, eta_experts: 1.2}\n", "coefficients.eta_experts: 1.2 must be in (0, 1]"},
+		{"name: x\ncoefficients: {step_us: 1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5, roofline_exponent: 2, eta_experts: -0.5}\n", "coefficients.eta_experts: -0.5 must be in (0, 1]"},
 		{"name: x\ncoefficients: {stepus: 1}\n", `unknown field "stepus"; did you mean step_us?`},
 		{"name: [\n", "bad.yaml: "},
 		{"name: x\ncoefficients: {step_us: 1, eta_weights: 0.5, eta_kv: 0.5, mfu: 0.5, eta_link: 0.5, roofline_exponent: 2}\nfolds: [{protocol: model, runs: [a], coefficients: {eta_weights: 2}}]\n", "folds[0].coefficients.eta_weights: 2 must be in (0, 1]"},
