@@ -349,8 +349,8 @@ func freeIndexes(names []string) ([]int, error) {
 // eta_weights, the efficiency it stands for, rather than at the clamp of
 // its logit (1e-6 of the bandwidth).
 func startOf(start replica.Coefficients, free []int) replica.Coefficients {
-	if start.EtaExperts == 0 && slices.Contains(free, slices.Index(replica.CoefficientNames, "eta_experts")) {
-		start.EtaExperts = start.EtaWeights
+	if slices.Contains(free, slices.Index(replica.CoefficientNames, "eta_experts")) {
+		start.EtaExperts = start.ExpertEfficiency()
 	}
 	return start
 }

@@ -83,6 +83,16 @@ type Coefficients struct {
 	IngestJitter float64 `json:"ingest_jitter,omitempty"`
 }
 
+// ExpertEfficiency is the efficiency an unquantised mixture of experts'
+// routed experts stream at: EtaExperts, or EtaWeights where it is absent
+// (0), as in a calibration written before it existed.
+func (c Coefficients) ExpertEfficiency() float64 {
+	if c.EtaExperts > 0 {
+		return c.EtaExperts
+	}
+	return c.EtaWeights
+}
+
 // CoefficientNames lists the coefficients in the order of Vector.
 var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
 	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us", "ingest_jitter", "eta_experts"}
@@ -586,11 +596,12 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 		c.expertBytes = routed / (c.moeLayers * c.experts) / c.shards
 		c.denseBytes = all - routed
 		// Unquantised experts run the fused MoE kernel whose efficiency
-		// eta_experts is (Coefficients.EtaExperts); quantised ones, and
-		// any calibration without it, stream at eta_weights.
+		// eta_experts is; quantised ones stream at eta_weights. This
+		// departs from vllm-engine.md B.1/B.3, which stream every weight
+		// byte at one η_w (the roofline step model keeps them).
 		c.etaExperts = co.EtaWeights
-		if co.EtaExperts > 0 && m.Quant.WeightBits == 0 {
-			c.etaExperts = co.EtaExperts
+		if m.Quant.WeightBits == 0 {
+			c.etaExperts = co.ExpertEfficiency()
 		}
 		c.expertGroup = tensorParallel{ranks: max(tp, 1) * max(expertShards, 1), nvlink: nvlink, oneWay: oneWay, capability: g.ComputeCapability, bf16: bf16}
 	} else {
