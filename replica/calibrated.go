@@ -523,6 +523,12 @@ type CalibratedModel struct {
 	window, slide float64
 	// memo caches the blend factor (see blend) by its ratio's bits.
 	memo *[blendMemoSize]blendMemo
+	// kernels, for a mixture of experts on vLLM, says which steps compile
+	// a fused-MoE kernel class at first use (moejit.go; nil: none).
+	kernels *moeKernels
+	// tritonExperts: the routed experts are unquantised, which vLLM runs
+	// in its Triton fused MoE kernel (moejit.go).
+	tritonExperts bool
 }
 
 // blendMemo is one entry of the blend factor's cache: the factor of the
@@ -602,6 +608,7 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 		c.etaExperts = co.EtaWeights
 		if m.Quant.WeightBits == 0 {
 			c.etaExperts = co.ExpertEfficiency()
+			c.tritonExperts = true
 		}
 		c.expertGroup = tensorParallel{ranks: max(tp, 1) * max(expertShards, 1), nvlink: nvlink, oneWay: oneWay, capability: g.ComputeCapability, bf16: bf16}
 	} else {
@@ -621,6 +628,24 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 // the next captured size, as vLLM does (cudagraph.go).
 func (c *CalibratedModel) padToCUDAGraphs(g cudaGraphSizes) {
 	c.graphs = g
+}
+
+// compileOnFirstUse makes c's engine compile the fused-MoE kernel classes
+// its start-up did not (moejit.go): an engine of CUDA graphs g and a
+// max_num_batched_tokens budget. It does nothing for a dense model or
+// quantised experts (moejit.go says why).
+func (c *CalibratedModel) compileOnFirstUse(g cudaGraphSizes, budget int) {
+	if c.tritonExperts {
+		c.kernels = newMoEKernels(int(c.k), g, budget)
+	}
+}
+
+// compileClass implements kernelCompiler.
+func (c *CalibratedModel) compileClass(n int) (int, int64, bool) {
+	if c.kernels == nil {
+		return 0, 0, false
+	}
+	return c.kernels.class(n)
 }
 
 // withoutSymmetricMemory makes c's all-reduces skip symmetric memory, as

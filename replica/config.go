@@ -229,6 +229,12 @@ type EngineArgs struct {
 	// CheckInvariants verifies pool and queue invariants after every step
 	// (debugging).
 	CheckInvariants bool `json:"check_invariants,omitempty"`
+	// KernelCacheWarm says the engine starts with a Triton cache that
+	// already holds every fused-MoE kernel its steps need (a cache
+	// directory kept from an earlier run of the pod): no step compiles
+	// at first use (moejit.go). Default false, a fresh engine, as a new
+	// pod or a benchmark's server starts. eppsim's, not vLLM's.
+	KernelCacheWarm bool `json:"kernel_cache_warm,omitempty"`
 	// KVOffloadingSize is vLLM's kv_offloading_size: GiB of CPU memory
 	// (all tensor-parallel ranks together) for a CPU KV tier (pd-offload.md
 	// B.1; default: none, offloading off).

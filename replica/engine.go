@@ -17,6 +17,9 @@ type Stats struct {
 	Preemptions      int64
 	Steps            int64
 	Completed        int64
+	// KernelCompiles counts the steps that compiled a fused-MoE kernel
+	// class at first use (moejit.go).
+	KernelCompiles int64
 	// Tokens computed by the engine (prefill + recompute + decode).
 	ComputedTokens int64
 
@@ -126,6 +129,9 @@ type Engine struct {
 	maxLen      int
 	// maxLenWhy says which limit maxLen is, for the rejection message.
 	maxLenWhy string
+	// compiled has bit c set once the engine has compiled fused-MoE
+	// kernel class c (moejit.go; classes are below 64).
+	compiled uint64
 }
 
 // NewEngine returns an idle engine. model gives step durations.
@@ -642,7 +648,27 @@ func (e *Engine) beginStep(now int64) (dur int64, ok bool) {
 	e.inStep = true
 	e.stats.Steps++
 	dur = max(e.model.StepTime(e.entries), 1)
+	if k, ok := e.model.(kernelCompiler); ok {
+		dur += e.compileFirstUse(k)
+	}
 	return dur, true
+}
+
+// compileFirstUse returns the host time the step's fused-MoE kernel class
+// costs to compile, when this engine has not run it before (moejit.go),
+// and counts the compile.
+func (e *Engine) compileFirstUse(k kernelCompiler) int64 {
+	n := 0
+	for _, x := range e.entries {
+		n += x.NewTokens
+	}
+	c, stall, ok := k.compileClass(n)
+	if !ok || e.compiled&(1<<c) != 0 {
+		return 0
+	}
+	e.compiled |= 1 << c
+	e.stats.KernelCompiles++
+	return stall
 }
 
 // decoding reports whether scheduling n tokens is a generation step.

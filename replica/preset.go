@@ -569,6 +569,15 @@ func (s scaledSteps) StepTime(batch []BatchEntry) int64 {
 	return int64(float64(s.m.StepTime(batch))*s.scale + 0.5)
 }
 
+// compileClass passes s.m's first-use compiles through unscaled: they are
+// host time, not the GPU's steps.
+func (s scaledSteps) compileClass(n int) (int, int64, bool) {
+	if k, ok := s.m.(kernelCompiler); ok {
+		return k.compileClass(n)
+	}
+	return 0, 0, false
+}
+
 func (p *Preset) unscaledModel() (StepModel, error) {
 	rooflineFor := func() (*Roofline, error) {
 		if p.Arch == nil {
@@ -609,7 +618,11 @@ func (p *Preset) unscaledModel() (StepModel, error) {
 			m.withoutSymmetricMemory()
 		} else {
 			e := p.Engine.withDefaults(p.Arch, &p.GPU)
-			m.padToCUDAGraphs(vllmCUDAGraphSizes(e.MaxNumSeqs, e.MaxNumBatchedTokens))
+			g := vllmCUDAGraphSizes(e.MaxNumSeqs, e.MaxNumBatchedTokens)
+			m.padToCUDAGraphs(g)
+			if !e.KernelCacheWarm {
+				m.compileOnFirstUse(g, e.MaxNumBatchedTokens)
+			}
 		}
 		return m, nil
 	case "roofline":
