@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/sim"
 )
 
@@ -52,6 +53,11 @@ func Findings(runs []NamedSummary) []string {
 	out = append(out, beyondSentences(rs)...)
 	for _, r := range rs {
 		if s := gatewaySentence(r); s != "" {
+			out = append(out, s)
+		}
+	}
+	for _, r := range rs {
+		if s := compileSentence(r); s != "" {
 			out = append(out, s)
 		}
 	}
@@ -529,4 +535,24 @@ func gatewaySentence(r NamedSummary) string {
 	}
 	return fmt.Sprintf("%s: the gateway refused %d of %d requests (%.1f%%) with HTTP 500 (%s): its circuit breaker lets%s requests through at once (--gateway-max-requests); latency and throughput are over the requests it let through.",
 		r.Name, refused, s.offered, 100*float64(refused)/float64(s.offered), sim.CauseGatewayOverflow, limit)
+}
+
+// compileSentence says how often the run's engines stopped to compile a
+// fused-MoE kernel at first use: "default: its engines stopped 6 times,
+// 1.2 s each, to compile vLLM's fused MoE kernel for step shapes their
+// start-up had not run, as freshly started engines do; the requests that
+// arrived meanwhile make the first minutes' TTFT tail (docs/latency.md,
+// "Tails"; kernel_cache_warm: true models pods that keep their Triton
+// cache)." "" when none did.
+func compileSentence(r NamedSummary) string {
+	n := r.Summary.KernelCompiles
+	if n == 0 {
+		return ""
+	}
+	times := "times"
+	if n == 1 {
+		times = "time"
+	}
+	return fmt.Sprintf("%s: its engines stopped %d %s, %s s each, to compile vLLM's fused MoE kernel for step shapes their start-up had not run, as freshly started engines do; the requests that arrived meanwhile make the first minutes' TTFT tail (docs/latency.md, \"Tails\"; kernel_cache_warm: true models pods that keep their Triton cache).",
+		r.Name, n, times, strconv.FormatFloat(2*replica.MoEKernelCompileMs/1000.0, 'f', -1, 64))
 }

@@ -278,3 +278,27 @@ func TestGatewaySentence(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileSentence: a run whose engines compiled fused-MoE kernels
+// says how often and how long (2 × replica.MoEKernelCompileMs = 1.2 s),
+// in the singular for one; a run without compiles says nothing.
+func TestCompileSentence(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, ""},
+		{1, "mixtral: its engines stopped 1 time, 1.2 s each, to compile vLLM's fused MoE kernel"},
+		{6, "mixtral: its engines stopped 6 times, 1.2 s each, to compile vLLM's fused MoE kernel"},
+	} {
+		s := fixedSummary(100, 10, 0.5, 1, 0)
+		s.KernelCompiles = tc.n
+		got := compileSentence(NamedSummary{Name: "mixtral", Summary: s})
+		if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%d compiles: %q, want it to start %q", tc.n, got, tc.want)
+		}
+		if tc.n > 0 && !slices.Contains(Findings([]NamedSummary{{Name: "mixtral", Summary: s}}), got) {
+			t.Errorf("%d compiles: not among the findings", tc.n)
+		}
+	}
+}

@@ -273,6 +273,10 @@ type Summary struct {
 		WallSeconds      float64 `json:"wall_s"`
 		RequestsPerWallS float64 `json:"requests_per_wall_s"`
 	} `json:"sim"`
+	// KernelCompiles counts the engine steps, over the fleet, that stopped
+	// to compile a fused-MoE kernel class at first use, as a freshly
+	// started vLLM engine does (replica/moejit.go); absent when none did.
+	KernelCompiles int64 `json:"kernel_compiles,omitempty"`
 	// Config is what the run was made of, so a summary is reproducible
 	// from itself.
 	Config *RunConfig `json:"config,omitempty"`
@@ -467,6 +471,7 @@ func (a *Aggregator) Summary(res *sim.Result) *Summary {
 			names = append(names, rr.Name)
 			s.Cache.Evictions += rr.Evictions
 			s.Cache.Preemptions += rr.Stats.Preemptions
+			s.KernelCompiles += rr.Stats.KernelCompiles
 		}
 		s.Sim.Events = res.Events
 		s.Sim.SimSeconds = float64(res.SimTime) / 1e9
