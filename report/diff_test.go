@@ -292,7 +292,7 @@ func TestParseThresholdErrors(t *testing.T) {
 		{"latency_ms.ttft.p99:+0x1p3", `"0x1p3" is not a non-negative decimal number`},
 		{"latency_ms.ttft.p99:+1e999", `"1e999" is out of range`},
 		{"latency_ms.ttfx.p99:+5%", `unknown metric "latency_ms.ttfx.p99": "ttfx" is not one of latency_ms.{ttft, tpot, e2e, queue}`},
-		{"latency.ttft.p99:+5%", `"latency" is not one of {requests, latency_ms, offered_load, throughput, cache, prediction, pd, classes, routing, sim, knee, latency_intervals_ms, stages, staged_gauges, stopped_early}`},
+		{"latency.ttft.p99:+5%", `"latency" is not one of {requests, latency_ms, offered_load, throughput, cache, prediction, pd, classes, routing, sim, kernel_compiles, knee, latency_intervals_ms, stages, staged_gauges, stopped_early}`},
 		{"latency_ms.ttft:+5%", `"latency_ms.ttft" is a group, not a number: pick one of latency_ms.ttft.{mean, p50, p90, p95, p99, max}`},
 		{"latency_ms.ttft.p99.x:+5%", `latency_ms.ttft.p99 is a number, it has no "x"`},
 		{"latency_ms..p99:+5%", "has an empty path element"},
@@ -815,6 +815,7 @@ func TestMetricUnit(t *testing.T) {
 		"cache.evictions":                                               "blocks",
 		"cache.preemptions":                                             "preemptions",
 		"staged_gauges.gauge_samples":                                   "samples",
+		"kernel_compiles":                                               "compiles",
 		"staged_gauges.waiting.p90":                                     "requests",
 		"staged_gauges.kv_usage.mean":                                   "share",
 	} {

@@ -345,6 +345,8 @@ func MetricUnit(path string) string {
 	switch {
 	case path == "staged_gauges.gauge_samples":
 		return "samples"
+	case path == "kernel_compiles":
+		return "compiles"
 	case strings.HasPrefix(path, "staged_gauges.waiting."):
 		return "requests"
 	case strings.HasPrefix(path, "staged_gauges.kv_usage."):
