@@ -59,6 +59,10 @@ type EngineSpec struct {
 	// engines' request counts reached vLLM's data-parallel load balancer
 	// (nil: true); see Engine.DPLBEngineCounts.
 	DPLBEngineCounts *bool
+	// KernelCacheWarm (kernel-cache-warm, eppsim's key): the server
+	// started with a Triton cache holding every fused-MoE kernel, so no
+	// step compiled one at first use (Engine.KernelCacheWarm).
+	KernelCacheWarm bool
 	// EngineType is engine-type: "vllm" ("" too) or "sglang".
 	EngineType string
 	// SGLang is an SGLang run's sglang block (nil: SGLang's defaults).
@@ -70,7 +74,7 @@ type EngineSpec struct {
 var engineKeys = []string{"id", "model", "gpu", "tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size",
 	"max_num_seqs", "max_num_batched_tokens", "max_model_len", "block_size", "gpu_memory_utilization",
 	"enable_prefix_caching", "num_gpu_blocks_override", "total_gpu_kv_blocks", "dp_lb_engine_counts",
-	"engine_type", "sglang"}
+	"kernel_cache_warm", "engine_type", "sglang"}
 
 // sglangKeys are the keys of an engine file's sglang block: SGLang's
 // server flags (replica.SGLangFlags), "-" or "_" as on SGLang's command
@@ -149,6 +153,8 @@ func ParseEngine(data []byte, name, dir string) (*EngineSpec, error) {
 			if b, err = p.boolean(v, key); err == nil {
 				e.DPLBEngineCounts = &b
 			}
+		case "kernel_cache_warm":
+			e.KernelCacheWarm, err = p.boolean(v, key)
 		case "max_num_seqs":
 			e.MaxNumSeqs, err = p.integer(v, key, 1)
 		case "max_num_batched_tokens":

@@ -76,3 +76,33 @@ func FuzzParseEngine(f *testing.F) {
 		}
 	})
 }
+
+// TestEngineFileKernelCacheWarm: kernel-cache-warm reaches the replica's
+// engine arguments, so a Mixtral run on a warm pod compiles nothing; it
+// must be a boolean and is refused in an SGLang run's file.
+func TestEngineFileKernelCacheWarm(t *testing.T) {
+	const head = "model: mistralai/Mixtral-8x7B-v0.1\ngpu: H100\ntensor-parallel-size: 2\n"
+	e, err := ParseEngine([]byte(head+"kernel-cache-warm: true\n"), "engine.yaml", "")
+	if err != nil || !e.KernelCacheWarm {
+		t.Fatalf("%+v, %v", e, err)
+	}
+	for _, warm := range []bool{false, true} {
+		x := &Experiment{ID: "x", Model: "mistralai/Mixtral-8x7B-v0.1", Hardware: "H100", TP: 2,
+			Engine: Engine{MaxNumSeqs: 128, MaxNumBatchedTokens: 2048, KernelCacheWarm: warm}}
+		p, err := x.enginePreset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Engine.KernelCacheWarm != warm {
+			t.Errorf("warm %v: the preset's kernel_cache_warm is %v", warm, p.Engine.KernelCacheWarm)
+		}
+	}
+	for in, want := range map[string]string{
+		head + "kernel-cache-warm: yes please\n":                "engine.yaml:4: kernel-cache-warm",
+		head + "engine-type: sglang\nkernel-cache-warm: true\n": "engine.yaml:5: kernel-cache-warm",
+	} {
+		if _, err := ParseEngine([]byte(in), "engine.yaml", ""); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one starting %q", in, err, want)
+		}
+	}
+}

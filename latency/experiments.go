@@ -121,6 +121,11 @@ type Engine struct {
 	// (January 2026) until PR #49204 (July 2026): false simulates those
 	// versions (picker.DPLBOptions.NoEngineCounts). eppsim's key, not vLLM's.
 	DPLBEngineCounts *bool `json:"dp_lb_engine_counts,omitempty"`
+	// KernelCacheWarm says the server started with a Triton cache holding
+	// every fused-MoE kernel its steps needed, so that no step compiled
+	// one at first use (replica.EngineArgs.KernelCacheWarm; absent: a
+	// fresh engine, as a benchmark's server starts). eppsim's key.
+	KernelCacheWarm bool `json:"kernel_cache_warm,omitempty"`
 }
 
 // Workload is the load generator's settings (inference-perf).
@@ -414,6 +419,7 @@ func (e *Experiment) enginePreset() (replica.Preset, error) {
 	p.Engine.GPUMemoryUtilization = en.GPUMemoryUtilization
 	p.Engine.EnablePrefixCaching = en.EnablePrefixCaching
 	p.Engine.NumGPUBlocksOverride = en.TotalGPUKVBlocks
+	p.Engine.KernelCacheWarm = en.KernelCacheWarm
 	if _, err := p.EngineConfig(); err != nil {
 		return replica.Preset{}, err
 	}

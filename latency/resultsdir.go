@@ -105,7 +105,7 @@ func LoadResultsDir(dir string, eng *EngineSpec) (*Experiment, error) {
 			MaxNumSeqs: eng.MaxNumSeqs, MaxNumBatchedTokens: eng.MaxNumBatchedTokens, MaxModelLen: eng.MaxModelLen,
 			BlockSize: eng.BlockSize, GPUMemoryUtilization: eng.GPUMemoryUtilization,
 			EnablePrefixCaching: eng.EnablePrefixCaching, TotalGPUKVBlocks: eng.NumGPUBlocks,
-			DPLBEngineCounts: eng.DPLBEngineCounts,
+			DPLBEngineCounts: eng.DPLBEngineCounts, KernelCacheWarm: eng.KernelCacheWarm,
 		},
 		EngineType: eng.EngineType, SGLang: eng.SGLang,
 		IPerfConfig: raw, IPerfConfigName: cfgPath, NominalOutputLen: outLen,

@@ -35,6 +35,7 @@ var vllmOnly = map[string]string{
 	"cpu_kv_offload":          "vLLM's CPU KV tier; SGLang's HiCache is not modelled",
 	"cpu_kv_blocks":           "vLLM's CPU KV tier; SGLang's HiCache is not modelled",
 	"dp_lb_engine_counts":     "vLLM's data-parallel load balancer; an SGLang run is one engine",
+	"kernel_cache_warm":       "vLLM's fused-MoE kernel compiles; SGLang replicas do not model them",
 	"data_parallel_size":      "SGLang's --dp-size, behind its own router, is not simulated: an SGLang run is one engine",
 }
 
