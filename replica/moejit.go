@@ -38,7 +38,11 @@ package replica
 // the dense models at TP 1 and 2 do not have (docs/latency.md, "Tails").
 //
 // Not modelled: the padded length of the sorted routing table, another
-// integer argument whose divisibility depends on the tile's M size; other
+// integer argument whose divisibility depends on the tile's M size; a
+// model and GPU with no tuned table, whose default configuration changes
+// only where M passes the expert count (its classes here are the tuned
+// table's, an upper bound); configurations that several keys share (each
+// key counts as its own); other
 // Triton kernels a model may compile at first use (dense models'
 // compiled graphs are warmed at start-up for every size they run); SGLang,
 // whose warm-up differs (its replicas do not use this); a Triton cache
