@@ -4,10 +4,10 @@ package replica
 // Triton kernel that Triton compiles the first time it is launched with a
 // new specialisation, in the middle of a step, while the engine's host
 // thread waits (vllm-project/vllm issue #43009, "Triton kernel JIT
-// compilation during inference", and PR #45631, which added vLLM's JIT
-// monitor: "This causes a latency spike; consider extending warmup to cover
-// this shape/config"; triton-lang/triton issue #4781 shows the same for
-// vLLM's prefix-prefill kernel). What selects the specialisation:
+// compilation during inference", and PR #45631, whose JIT monitor warns of
+// each such compile as a latency spike that a longer warm-up would avoid;
+// triton-lang/triton issue #4781 shows the same for vLLM's prefix-prefill
+// kernel). What selects the specialisation:
 //
 //   - the tile configuration, which vLLM looks up for the step's token
 //     count M at the nearest key of its tuned table (fused_moe.py,
@@ -42,12 +42,13 @@ package replica
 // model and GPU with no tuned table, whose default configuration changes
 // only where M passes the expert count (its classes here are the tuned
 // table's, an upper bound); configurations that several keys share (each
-// key counts as its own); other
-// Triton kernels a model may compile at first use (dense models'
-// compiled graphs are warmed at start-up for every size they run); SGLang,
-// whose warm-up differs (its replicas do not use this); a Triton cache
-// kept from an earlier run of the pod, for which EngineArgs has
-// kernel_cache_warm.
+// key counts as its own); quantised experts, whose kernels vLLM may take
+// from a precompiled library (they compile nothing here: docs/latency.md,
+// "Tails", says why); other Triton kernels a model may compile at first
+// use (dense models' compiled graphs are warmed at start-up for every
+// size they run); SGLang, whose warm-up differs (its replicas do not use
+// this); a Triton cache kept from an earlier run of the pod, for which
+// EngineArgs has kernel_cache_warm.
 
 // moeConfigKeys are the token counts vLLM's tuned fused-MoE tables are
 // keyed by (benchmarks/kernels/benchmark_moe.py's default batch sizes).
