@@ -172,7 +172,8 @@ func SimulateAll(ctx context.Context, exps []*Experiment, c replica.Calibration,
 // predict the same runs the same way. It is a round figure below 0.77,
 // the lowest utilization the intervals' rule (NearKnee) takes for near the
 // knee with the ITL factor of the calibration it was chosen with (0.9 / 1.165,
-// default@25c075af; 0.9 / 1.103 = 0.82 with default@1d0c9cee), so that the
+// default@25c075af; 0.9 / 1.103 = 0.82 with default@1d0c9cee, 0.9 / 1.089 = 0.83
+// with default@020cab2a), so that the
 // draws cover every run whose intervals take the knee simulations.
 const DrawsUtilization = 0.75
 
