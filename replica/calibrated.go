@@ -640,6 +640,9 @@ func (c *CalibratedModel) compileOnFirstUse(g cudaGraphSizes, budget int) {
 	}
 }
 
+// compilesKernels implements kernelCompiler.
+func (c *CalibratedModel) compilesKernels() bool { return c.kernels != nil }
+
 // compileClass implements kernelCompiler.
 func (c *CalibratedModel) compileClass(n int) (int, int64, bool) {
 	if c.kernels == nil {

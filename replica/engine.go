@@ -129,8 +129,10 @@ type Engine struct {
 	maxLen      int
 	// maxLenWhy says which limit maxLen is, for the rejection message.
 	maxLenWhy string
+	// compiler is the model's first-use compiles (nil: it has none);
 	// compiled has bit c set once the engine has compiled fused-MoE
 	// kernel class c (moejit.go; classes are below 64).
+	compiler kernelCompiler
 	compiled uint64
 }
 
@@ -143,6 +145,9 @@ func NewEngine(cfg Config, model StepModel) (*Engine, error) {
 		return nil, fmt.Errorf("replica config: no step-time model")
 	}
 	e := &Engine{cfg: cfg, model: model, hasher: NewBlockHasher(cfg.BlockSize, cfg.HashSeed)}
+	if k, ok := model.(kernelCompiler); ok && k.compilesKernels() {
+		e.compiler = k
+	}
 	e.events.enabled = cfg.KVEvents
 	e.pool = NewBlockPool(cfg.NumGPUBlocks, &e.events)
 	if cfg.Offload != nil {
@@ -639,30 +644,28 @@ func (e *Engine) beginStep(now int64) (dur int64, ok bool) {
 	}
 	// _update_after_schedule: progress advances at scheduling time.
 	e.entries = e.entries[:0]
+	tokens := 0
 	for i := range e.batch {
 		s := &e.batch[i]
 		s.req.numComputed += s.entry.NewTokens
-		e.stats.ComputedTokens += int64(s.entry.NewTokens)
+		tokens += s.entry.NewTokens
 		e.entries = append(e.entries, s.entry)
 	}
+	e.stats.ComputedTokens += int64(tokens)
 	e.inStep = true
 	e.stats.Steps++
 	dur = max(e.model.StepTime(e.entries), 1)
-	if k, ok := e.model.(kernelCompiler); ok {
-		dur += e.compileFirstUse(k)
+	if e.compiler != nil {
+		dur += e.compileFirstUse(tokens)
 	}
 	return dur, true
 }
 
-// compileFirstUse returns the host time the step's fused-MoE kernel class
-// costs to compile, when this engine has not run it before (moejit.go),
+// compileFirstUse returns the host time the fused-MoE kernel class of a
+// step of tokens tokens costs to compile, when this engine has not run it before (moejit.go),
 // and counts the compile.
-func (e *Engine) compileFirstUse(k kernelCompiler) int64 {
-	n := 0
-	for _, x := range e.entries {
-		n += x.NewTokens
-	}
-	c, stall, ok := k.compileClass(n)
+func (e *Engine) compileFirstUse(tokens int) int64 {
+	c, stall, ok := e.compiler.compileClass(tokens)
 	if !ok || e.compiled&(1<<c) != 0 {
 		return 0
 	}

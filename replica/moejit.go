@@ -119,9 +119,12 @@ func abs(x int) int {
 }
 
 // kernelCompiler is a step model whose engine compiles kernels the first
-// time a step needs them (moeKernels): compileClass returns the class a
-// step of n tokens runs and the host time its first use costs, ok false
-// when no step of n tokens compiles anything.
+// time a step needs them (moeKernels): compilesKernels reports whether any
+// step can, compileClass returns the class a step of n tokens runs and the
+// host time its first use costs, ok false when no step of n tokens
+// compiles anything. The engine asks compilesKernels once, when it is
+// made.
 type kernelCompiler interface {
+	compilesKernels() bool
 	compileClass(n int) (class int, stall int64, ok bool)
 }

@@ -51,6 +51,8 @@ func TestMoEKernelClasses(t *testing.T) {
 // tokens compile class n%3 for 5 ms at first use.
 type compilingSteps struct{ Linear }
 
+func (compilingSteps) compilesKernels() bool { return true }
+
 func (compilingSteps) compileClass(n int) (int, int64, bool) {
 	if n <= 100 {
 		return 0, 0, false
@@ -118,6 +120,9 @@ func TestPresetCompilesMoEKernels(t *testing.T) {
 			return false
 		}
 		_, _, ok = k.compileClass(600)
+		if ok != k.compilesKernels() {
+			t.Errorf("%s: compiles at 600 tokens %v, compilesKernels %v", model, ok, k.compilesKernels())
+		}
 		return ok
 	}
 	if !compiles("mistralai/Mixtral-8x7B-v0.1", "H100", 2, nil) {

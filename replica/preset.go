@@ -569,8 +569,13 @@ func (s scaledSteps) StepTime(batch []BatchEntry) int64 {
 	return int64(float64(s.m.StepTime(batch))*s.scale + 0.5)
 }
 
-// compileClass passes s.m's first-use compiles through unscaled: they are
-// host time, not the GPU's steps.
+// compilesKernels and compileClass pass s.m's first-use compiles through
+// unscaled: they are host time, not the GPU's steps.
+func (s scaledSteps) compilesKernels() bool {
+	k, ok := s.m.(kernelCompiler)
+	return ok && k.compilesKernels()
+}
+
 func (s scaledSteps) compileClass(n int) (int, int64, bool) {
 	if k, ok := s.m.(kernelCompiler); ok {
 		return k.compileClass(n)
