@@ -662,8 +662,8 @@ func (e *Engine) beginStep(now int64) (dur int64, ok bool) {
 }
 
 // compileFirstUse returns the host time the fused-MoE kernel class of a
-// step of tokens tokens costs to compile, when this engine has not run it before (moejit.go),
-// and counts the compile.
+// step of tokens tokens costs to compile when this engine has not run
+// that class before (moejit.go), and counts the compile.
 func (e *Engine) compileFirstUse(tokens int) int64 {
 	c, stall, ok := e.compiler.compileClass(tokens)
 	if !ok || e.compiled&(1<<c) != 0 {

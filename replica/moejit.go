@@ -31,6 +31,11 @@ package replica
 // run pays the compiles. Over a benchmark, that is a handful of stalls in
 // the first seconds to minutes of a fresh engine and none after.
 //
+// vllm-engine.md says nothing of start-up or of kernel compiles (its step
+// time, B.1–B.3, is a warmed-up engine's), so this is beyond the spec, as
+// the CUDA-graph padding is (cudagraph.go); the roofline and linear step
+// models have no such stalls.
+//
 // The measured runs show it: the three sustained Mixtral-8x7B TP 2 runs of
 // ../shared/latency have a first-stage TTFT tail (p99 0.38–0.48 s, p99.9
 // 1.0–1.4 s, max 1.2–2.0 s against a p95 of 63–66 ms) that their second
