@@ -258,15 +258,13 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 		if p.Name == "model" {
 			// The intervals eppsim run shows: the errors on models the
 			// refits never saw.
-			res.Calibration.Intervals = map[string]replica.Interval{}
-			for m, iv := range Factors(prows, nil) {
-				res.Calibration.Intervals[m] = replica.Interval{Low: round(iv.Low, 4), High: round(iv.High, 4), Runs: iv.Runs}
-			}
+			res.Calibration.Intervals = modelOutIntervals(prows, runs)
 		}
 		res.Protocols = append(res.Protocols, pr)
 		heldOut[p.Name] = prows
 	}
 	res.Calibration.Extrapolation = Extrapolations(runs, heldOut)
+	res.Calibration.SeenModels = seenModels(runs, heldOut["load"])
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "calibrate: done in %s\n", time.Since(start).Round(time.Second))
 	}

@@ -9,11 +9,11 @@ import (
 	"github.com/eppsim/eppsim/replica"
 )
 
-// placementOf is run e's placement on a calibration's extrapolation
-// axes: its TP size and its GPU's catalogue name, as the protocols "tp"
-// and "gpu" group runs.
+// placementOf is run e's placement as a calibration's intervals see it:
+// its model, its TP size and its GPU's catalogue name, as the protocols
+// "model", "tp" and "gpu" group runs.
 func placementOf(e *Experiment) replica.Placement {
-	return replica.Placement{TP: e.TP, GPU: gpuOf(e)}
+	return replica.Placement{Model: e.Model, TP: e.TP, GPU: gpuOf(e)}
 }
 
 // Extrapolations records a calibration's reach (replica.Extrapolation):
@@ -39,7 +39,7 @@ func Extrapolations(fitted []*Experiment, heldOut map[string][]Row) map[string]r
 				if x.Intervals == nil {
 					x.Intervals = map[string]replica.Interval{}
 				}
-				x.Intervals[m] = replica.Interval{Low: round(iv.Low, 4), High: round(iv.High, 4), Runs: iv.Runs}
+				x.Intervals[m] = roundInterval(iv)
 			}
 		}
 		out[ax.Key] = x
@@ -73,13 +73,75 @@ func ExtrapolationsOf(fitted []*Experiment, oos []ProtocolRows) map[string]repli
 	return Extrapolations(fitted, heldOut)
 }
 
+// SeenModelsOf is a calibration's fitted models and the interval factors
+// of another load of one of them (replica.SeenModels): the held-out rows
+// of the leave-the-highest-load-out protocol among oos (Factors; none
+// when oos has no such rows).
+func SeenModelsOf(fitted []*Experiment, oos []ProtocolRows) *replica.SeenModels {
+	for _, pr := range oos {
+		if pr.Protocol.Name == "load" {
+			return seenModels(fitted, pr.Rows)
+		}
+	}
+	return seenModels(fitted, nil)
+}
+
+// seenModels is SeenModelsOf of the load protocol's rows; nil without
+// fitted runs.
+func seenModels(fitted []*Experiment, loadRows []Row) *replica.SeenModels {
+	if len(fitted) == 0 {
+		return nil
+	}
+	s := &replica.SeenModels{}
+	for _, e := range fitted {
+		if !slices.Contains(s.Models, e.Model) {
+			s.Models = append(s.Models, e.Model)
+		}
+	}
+	slices.Sort(s.Models)
+	for m, iv := range Factors(loadRows, nil) {
+		if s.Intervals == nil {
+			s.Intervals = map[string]replica.Interval{}
+		}
+		s.Intervals[m] = roundInterval(iv)
+	}
+	return s
+}
+
+// IntervalsOf is a calibration's own intervals (replica.Calibration.Intervals)
+// from the held-out rows of the leave-one-model-out protocol among oos,
+// the fitted runs naming each run's model (Factors); nil when
+// oos has no such rows or they give no factors (calibrate --continue
+// then keeps the file's).
+func IntervalsOf(fitted []*Experiment, oos []ProtocolRows) map[string]replica.Interval {
+	for _, pr := range oos {
+		if pr.Protocol.Name == "model" {
+			return modelOutIntervals(pr.Rows, fitted)
+		}
+	}
+	return nil
+}
+
+// modelOutIntervals is IntervalsOf of the leave-one-model-out rows; nil
+// when they give no factors (fewer than 5 runs).
+func modelOutIntervals(rows []Row, fitted []*Experiment) map[string]replica.Interval {
+	var out map[string]replica.Interval
+	for m, iv := range Factors(rows, nil) {
+		if out == nil {
+			out = map[string]replica.Interval{}
+		}
+		out[m] = roundInterval(iv)
+	}
+	return out
+}
+
 // ExtrapolationNotes says, per run of rs beyond what c was fitted on,
 // what its intervals rest on (replica.Calibration.IntervalsFor), as
 // "id: note".
 func ExtrapolationNotes(c replica.Calibration, rs []*Result) []string {
 	var out []string
 	for _, r := range rs {
-		_, notes := c.IntervalsFor(placementOf(r.Experiment))
+		_, _, notes := c.IntervalsFor(placementOf(r.Experiment))
 		for _, n := range notes {
 			out = append(out, fmt.Sprintf("%s: %s", r.Experiment.ID, n))
 		}

@@ -2,6 +2,7 @@ package latency
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -37,6 +38,21 @@ func TestExtrapolations(t *testing.T) {
 	}
 	if x := Extrapolations(nil, nil); x != nil {
 		t.Errorf("no fitted runs: %+v", x)
+	}
+	// The seen models: the fitted runs' models, sorted, with the load
+	// protocol's factors (the same six errors), or none without it.
+	load, _ := LookupProtocol("load")
+	model, _ := LookupProtocol("model")
+	fitted = append(fitted, run("a2", "A", "H100", 4, 1000, 1))
+	sm := SeenModelsOf(fitted, []ProtocolRows{{Protocol: model, Rows: rowsOf(5, 5, 5, 5, 5)}, {Protocol: load, Rows: rowsOf(1.1, 0.8, 1.3, 1.0, 0.9, 1.2)}})
+	if want := (&replica.SeenModels{Models: []string{"A", "B", "C", "D"}, Intervals: map[string]replica.Interval{"itl_mean": {Low: 0.825, High: 1.275, Runs: 6}}}); !reflect.DeepEqual(sm, want) {
+		t.Errorf("SeenModelsOf = %+v, want %+v", sm, want)
+	}
+	if sm := SeenModelsOf(fitted, []ProtocolRows{{Protocol: model, Rows: rowsOf(1.1, 0.8, 1.3, 1.0, 0.9, 1.2)}}); sm == nil || len(sm.Models) != 4 || sm.Intervals != nil {
+		t.Errorf("without the load protocol: %+v, want the models alone", sm)
+	}
+	if sm := SeenModelsOf(nil, nil); sm != nil {
+		t.Errorf("no fitted runs: %+v", sm)
 	}
 	if got := slices.SortedFunc(slices.Values([]string{"b", "10", "2", "a", "1"}), numberFirst); !slices.Equal(got, []string{"1", "2", "10", "a", "b"}) {
 		t.Errorf("numberFirst order %q", got)
@@ -77,6 +93,54 @@ func TestCoverageBeyondTheCalibration(t *testing.T) {
 	notes := ExtrapolationNotes(c, results)
 	if len(notes) != 1 || !strings.HasPrefix(notes[0], "tp8: TP 8 is outside the calibration's TP sizes (1)") {
 		t.Errorf("notes %q", notes)
+	}
+}
+
+// TestCoverageSeenModels: in sample, a run of a model the calibration
+// was fitted on is judged on the leave-the-highest-load-out errors of
+// other models' runs, as eppsim run would judge another load of it, and
+// a run of any other model on the leave-one-model-out errors. The pools'
+// six errors each give, by TestFactors's arithmetic, 0.825–1.275 (model
+// out: 0.8 to 1.3) and 0.955–1.045 (load: 0.95 to 1.05 by 0.02).
+func TestCoverageSeenModels(t *testing.T) {
+	pool := func(prefix string, ratios ...float64) ([]*Result, []replica.Coefficients) {
+		var rs []*Result
+		for i, r := range ratios {
+			e := run(fmt.Sprintf("%s%d", prefix, i), string(rune('P'+i)), "H100", 1, 1000*r, 5)
+			e.Measured["summary"] = Measurement{E2E: Distribution{Mean: 1000 * r, P90: math.NaN(), P99: math.NaN()}, TTFT: Distribution{Mean: 1, P90: math.NaN(), P99: math.NaN()}}
+			rs = append(rs, &Result{Experiment: e, Predicted: map[string]Values{"summary": {"e2e_mean": 1000}}})
+		}
+		return rs, make([]replica.Coefficients, len(rs))
+	}
+	model, _ := LookupProtocol("model")
+	load, _ := LookupProtocol("load")
+	mr, mc := pool("m", 0.8, 0.9, 1.0, 1.1, 1.2, 1.3)
+	lr, lc := pool("l", 0.95, 0.97, 0.99, 1.01, 1.03, 1.05)
+	var results []*Result
+	for _, tc := range []struct{ id, model string }{{"seen", "A"}, {"unseen", "U"}} {
+		e := run(tc.id, tc.model, "H100", 1, 1200, 5)
+		e.Measured["summary"] = Measurement{E2E: Distribution{Mean: 1200, P90: math.NaN(), P99: math.NaN()}, TTFT: Distribution{Mean: 1, P90: math.NaN(), P99: math.NaN()}}
+		results = append(results, &Result{Experiment: e, Predicted: map[string]Values{"summary": {"e2e_mean": 1000}}})
+	}
+	r := &Report{
+		Calibration: replica.Calibration{Name: "x", SeenModels: &replica.SeenModels{Models: []string{"A"}}},
+		Results:     results,
+		OutOfSample: []ProtocolRows{
+			{Protocol: model, Results: mr, Coefficients: mc, Rows: Rows(mr)},
+			{Protocol: load, Results: lr, Coefficients: lc, Rows: Rows(lr)},
+		},
+	}
+	if err := r.SetCoverage(context.Background(), Options{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if b := r.Bounds["seen"]["e2e_mean"]; math.Abs(b.Low-955) > 1e-9 || math.Abs(b.High-1045) > 1e-9 {
+		t.Errorf("seen model's interval %+v, want 955–1045", b)
+	}
+	if b := r.Bounds["unseen"]["e2e_mean"]; math.Abs(b.Low-825) > 1e-9 || math.Abs(b.High-1275) > 1e-9 {
+		t.Errorf("unseen model's interval %+v, want 825–1275", b)
+	}
+	if c := r.Coverage[0]; c.Inside != 1 || c.Total != 2 {
+		t.Errorf("in-sample coverage %+v, want the unseen model's 1200 inside and the seen one's outside", c)
 	}
 }
 

@@ -133,6 +133,11 @@ func otherModels(pool []Row, cases []intervalCase) func(*Experiment) map[string]
 	}
 }
 
+// roundInterval rounds factors to 4 decimals for a calibration file.
+func roundInterval(iv replica.Interval) replica.Interval {
+	return replica.Interval{Low: round(iv.Low, 4), High: round(iv.High, 4), Runs: iv.Runs}
+}
+
 // count adds run e's measured whole-run values, inside b or not.
 func (cov *Coverage) count(e *Experiment, b map[string]Bounds) {
 	a := e.MeasuredValues("summary")

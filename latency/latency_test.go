@@ -114,8 +114,9 @@ func TestValidateMiniFile(t *testing.T) {
 	// An unmeasured run: no actual, APE or measured regime, but its
 	// predicted regime, utilization and binding limit, and the interval of
 	// the calibration's recorded factors (a run outside the calibration's
-	// folds takes them as they are).
-	iv := replica.DefaultCalibration().Intervals
+	// folds takes them as they are): another load of a model it was fitted
+	// on, so those of the leave-the-highest-load-out errors.
+	iv := replica.DefaultCalibration().SeenModels.Intervals
 	for _, line := range strings.Split(csv, "\n") {
 		if !strings.HasPrefix(line, "llama-unmeasured,summary,") {
 			continue

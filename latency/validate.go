@@ -105,12 +105,16 @@ func Validate(ctx context.Context, f *File, source string, c replica.Calibration
 
 // SetCoverage builds the report's 90% intervals and counts the measured
 // values inside them: under each protocol, from the errors of that
-// protocol's held-out predictions of other models' runs; in sample, from
-// the leave-one-model-out errors of other models' runs, or else the
-// calibration's recorded factors (Calibration.Intervals).
+// protocol's held-out predictions of other models' runs; on the
+// report's own runs, as eppsim run would build them
+// (replica.Calibration.IntervalsFor): a run of a model the calibration
+// was fitted on from the leave-the-highest-load-out errors of other
+// models' runs, any other from the leave-one-model-out errors of other
+// models' runs, or else, for runs the calibration's folds do not
+// predict, from the calibration's recorded factors.
 func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error {
 	r.Coverage, r.Bounds = nil, nil
-	var lomo []Row
+	pools := map[string][]Row{}
 	for _, pr := range r.OutOfSample {
 		cases := make([]intervalCase, len(pr.Results))
 		for i, res := range pr.Results {
@@ -121,25 +125,38 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 			return err
 		}
 		r.Coverage = append(r.Coverage, cov)
-		if pr.Protocol.Name == "model" {
-			lomo = pr.Rows
-		}
+		pools[pr.Protocol.Name] = pr.Rows
 	}
 	cases := make([]intervalCase, len(r.Results))
 	for i, res := range r.Results {
 		cases[i] = intervalCase{res: res, co: r.Calibration.Coefficients}
 	}
-	base := func(*Experiment) map[string]replica.Interval { return r.Calibration.Intervals }
-	if lomo != nil {
-		base = otherModels(lomo, cases)
-	} else if len(r.Calibration.Intervals) == 0 {
-		return nil
-	}
-	// A run beyond the fit's TP sizes or GPUs (a user's own) takes the
-	// factors eppsim run would give it (replica.Calibration.IntervalsFor).
-	factors := func(e *Experiment) map[string]replica.Interval {
-		f, _ := r.Calibration.Widen(base(e), placementOf(e))
-		return f
+	var factors func(*Experiment) map[string]replica.Interval
+	if lomo, ok := pools["model"]; ok {
+		// The runs the folds predict: each run's factors leave its own
+		// model's errors out (otherModels), from the pool of the protocol
+		// IntervalsFor would take them from; a run beyond the fit's TP
+		// sizes or GPUs is widened as eppsim run would widen it.
+		unseen, seen := otherModels(lomo, cases), otherModels(lomo, cases)
+		if load, ok := pools["load"]; ok && r.Calibration.SeenModels != nil {
+			seen = otherModels(load, cases)
+		}
+		factors = func(e *Experiment) map[string]replica.Interval {
+			base := unseen
+			if r.Calibration.SeenModels.Has(e.Model) {
+				base = seen
+			}
+			f, _ := r.Calibration.Widen(base(e), placementOf(e))
+			return f
+		}
+	} else {
+		if len(r.Calibration.Intervals) == 0 {
+			return nil
+		}
+		factors = func(e *Experiment) map[string]replica.Interval {
+			f, _, _ := r.Calibration.IntervalsFor(placementOf(e))
+			return f
+		}
 	}
 	cov, bounds, err := coverage(ctx, r.SampleLabel(), cases, factors, r.Calibration, o, workers)
 	r.Bounds = bounds
@@ -634,7 +651,9 @@ func (r *Report) Markdown() []byte {
 	if rc := r.Regimes(); len(rc) > 0 {
 		b.WriteString("\n## The knee: regime and intervals\n\nA run is on the right side of the knee when it is predicted overloaded (TTFT mean ≥ 10 s) exactly when " +
 			"the measurement is. A 90% interval is the prediction times the factors that bound 90% of the out-of-sample errors on other " +
-			"models' runs; near the knee (utilization × the slow end of the ITL interval ≥ 0.9) it also spans the run simulated with every " +
+			"models' runs: those of the protocol's own predictions under each protocol; for a run of a model the calibration was fitted on, " +
+			"those of its leave-the-highest-load-out predictions (another load of a model it saw, as eppsim run builds them), for any other " +
+			"model its leave-one-model-out predictions; near the knee (utilization × the slow end of the ITL interval ≥ 0.9) it also spans the run simulated with every " +
 			"step at both ends of that interval. A run at a utilization of " + strconv.FormatFloat(DrawsUtilization, 'g', -1, 64) + " or more is predicted by each metric's median over " + strconv.Itoa(KneeDraws) + " draws of its arrivals (seeds " +
 			strconv.FormatUint(r.Seed, 10) + " to " + strconv.FormatUint(r.Seed+KneeDraws-1, 10) + "), since there one draw's bursts decide the TTFT tail. Coverage is the share of measured whole-run values inside their intervals (target 85–95%).\n\n" +
 			"| predictions | right side of the knee | interval coverage | runs near the knee |\n|---|---:|---:|---:|\n")

@@ -171,6 +171,35 @@ type Calibration struct {
 	// well (IntervalsFor; docs/latency.md, "Intervals"). Empty in files
 	// written before 2026-12-03's session 15.
 	Extrapolation map[string]Extrapolation `json:"extrapolation,omitempty"`
+	// SeenModels records the models the calibration was fitted on and the
+	// interval factors of a run of one of them at another load: the
+	// held-out errors of the protocol that left each model's highest-load
+	// runs out (calibrate --protocol load). A fleet of those models takes
+	// these factors instead of Intervals, which measure a model the fit
+	// never saw (IntervalsFor). Absent in files written before
+	// 2026-12-07's session 19, which give every model Intervals.
+	SeenModels *SeenModels `json:"seen_models,omitempty"`
+}
+
+// SeenModels is a calibration's fitted models and the interval factors
+// of another load of one of them.
+type SeenModels struct {
+	// Models are the Hugging Face ids of the fitted runs' models, sorted.
+	Models []string `json:"models"`
+	// Intervals are, per latency metric, the factors of the
+	// leave-the-highest-load-out errors (measured ÷ predicted, whole
+	// runs, as Intervals are); empty when that protocol did not run or
+	// predicted fewer than 5 runs.
+	Intervals map[string]Interval `json:"intervals,omitempty"`
+}
+
+// Has reports whether model (a Hugging Face id, compared without regard
+// to case, as the Hub does) is one of s's models.
+func (s *SeenModels) Has(model string) bool {
+	if s == nil || model == "" {
+		return false
+	}
+	return slices.ContainsFunc(s.Models, func(m string) bool { return strings.EqualFold(m, model) })
 }
 
 // Extrapolation is a calibration's reach along one axis of its runs.
@@ -204,12 +233,14 @@ var ExtrapolationAxes = []ExtrapolationAxis{
 	{Key: "gpu", Plural: "GPUs", Protocol: "leave-one-GPU-out"},
 }
 
-// Placement is where a run's replicas run, along the axes a calibration
-// records its reach on: tensor-parallel groups of TP GPUs (0 counts as
-// 1) named GPU (a catalogue name; empty: not known).
+// Placement is what a run's replicas run and where, as a calibration's
+// intervals depend on it: Model (a Hugging Face id; empty: not known) in
+// tensor-parallel groups of TP GPUs (0 counts as 1) named GPU (a
+// catalogue name; empty: not known).
 type Placement struct {
-	TP  int
-	GPU string
+	Model string
+	TP    int
+	GPU   string
 }
 
 // AxisValue is p's value on the axis of key ("tp": the TP size as a
@@ -229,10 +260,42 @@ func (p Placement) label(key string) string {
 	return p.GPU
 }
 
-// IntervalsFor is Widen of the calibration's own factors, c.Intervals
-// (the error to expect on a model the fit never saw).
-func (c *Calibration) IntervalsFor(at ...Placement) (map[string]Interval, []string) {
-	return c.Widen(c.Intervals, at...)
+// IntervalsFor is the interval factors of a run placed at at, the
+// protocol they come from (basis: "leave the highest load out" or "leave
+// one model out") and, per thing the run has that the fit never saw, a
+// sentence saying what the intervals rest on. A run whose every
+// placement runs a model the calibration was fitted on takes the factors
+// of another load of such a model (SeenModels); any other run those of a
+// model the fit never saw (Intervals), with a sentence naming each model
+// it was not fitted on. Either is then widened for TP sizes and GPUs
+// beyond the fit (Widen).
+//
+// The choice, where the issue that asked for intervals is silent: an
+// interval should measure the error of the question the run asks. A run
+// of a model the fit saw, at a rate or on a workload it did not, is what
+// the load protocol predicted: a refit that saw the model's other runs.
+// The model-out errors answer another question, a model the fit never
+// saw, and carry that model's own bias besides.
+func (c *Calibration) IntervalsFor(at ...Placement) (factors map[string]Interval, basis string, notes []string) {
+	base, basis := c.Intervals, "leave one model out"
+	seen := len(at) > 0 && c.SeenModels != nil && len(c.SeenModels.Intervals) > 0
+	var unseen []string
+	for _, p := range at {
+		if !c.SeenModels.Has(p.Model) {
+			seen = false
+			if c.SeenModels != nil && p.Model != "" && !slices.Contains(unseen, p.Model) {
+				unseen = append(unseen, p.Model)
+			}
+		}
+	}
+	if seen {
+		base, basis = c.SeenModels.Intervals, "leave the highest load out"
+	}
+	for _, m := range unseen {
+		notes = append(notes, fmt.Sprintf("%s is not a model the calibration was fitted on; the intervals are its leave-one-model-out errors", m))
+	}
+	factors, more := c.Widen(base, at...)
+	return factors, basis, append(notes, more...)
 }
 
 // Widen returns base (a copy; factors per latency metric) widened for
@@ -373,6 +436,9 @@ func (c Calibration) Clone() Calibration {
 		}
 		c.Extrapolation = x
 	}
+	if c.SeenModels != nil {
+		c.SeenModels = &SeenModels{Models: slices.Clone(c.SeenModels.Models), Intervals: maps.Clone(c.SeenModels.Intervals)}
+	}
 	if c.Folds != nil {
 		folds := make([]CalibrationFold, len(c.Folds))
 		for i, f := range c.Folds {
@@ -404,9 +470,15 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 	if err := c.Coefficients.Validate(); err != nil {
 		return Calibration{}, fmt.Errorf("%s: coefficients.%w", file, err)
 	}
-	for m, iv := range c.Intervals {
-		if !(iv.Low > 0) || !(iv.High >= iv.Low) || math.IsInf(iv.High, 0) {
-			return Calibration{}, fmt.Errorf("%s: intervals.%s: want 0 < low ≤ high, got %v and %v", file, m, iv.Low, iv.High)
+	if err := checkIntervals(c.Intervals, "intervals"); err != nil {
+		return Calibration{}, fmt.Errorf("%s: %w", file, err)
+	}
+	if s := c.SeenModels; s != nil {
+		if len(s.Models) == 0 {
+			return Calibration{}, fmt.Errorf("%s: seen_models.models: required", file)
+		}
+		if err := checkIntervals(s.Intervals, "seen_models.intervals"); err != nil {
+			return Calibration{}, fmt.Errorf("%s: %w", file, err)
 		}
 	}
 	for k, x := range c.Extrapolation {
@@ -416,10 +488,8 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 		if len(x.Seen) == 0 {
 			return Calibration{}, fmt.Errorf("%s: extrapolation.%s.seen: required", file, k)
 		}
-		for m, iv := range x.Intervals {
-			if !(iv.Low > 0) || !(iv.High >= iv.Low) || math.IsInf(iv.High, 0) {
-				return Calibration{}, fmt.Errorf("%s: extrapolation.%s.intervals.%s: want 0 < low ≤ high, got %v and %v", file, k, m, iv.Low, iv.High)
-			}
+		if err := checkIntervals(x.Intervals, "extrapolation."+k+".intervals"); err != nil {
+			return Calibration{}, fmt.Errorf("%s: %w", file, err)
 		}
 	}
 	for i, f := range c.Folds {
@@ -431,6 +501,18 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkIntervals checks a file's interval factors under field: 0 < low ≤
+// high, finite.
+func checkIntervals(f map[string]Interval, field string) error {
+	for _, m := range slices.Sorted(maps.Keys(f)) {
+		iv := f[m]
+		if !(iv.Low > 0) || !(iv.High >= iv.Low) || math.IsInf(iv.High, 0) {
+			return fmt.Errorf("%s.%s: want 0 < low ≤ high, got %v and %v", field, m, iv.Low, iv.High)
+		}
+	}
+	return nil
 }
 
 // LoadCalibration reads a calibration file (a regular file of at most

@@ -548,6 +548,12 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 				}
 				a.Extrapolation[k] = x
 			}
+			if s := a.SeenModels; s != nil {
+				s.Models[0] = "changed"
+				for m := range s.Intervals {
+					s.Intervals[m] = Interval{Low: -1}
+				}
+			}
 			for i := range a.Folds {
 				a.Folds[i].Runs = append(a.Folds[i].Runs[:0], "changed")
 				for m := range a.Folds[i].Weights {
@@ -566,10 +572,14 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 	if x := DefaultCalibration().Extrapolation["tp"]; len(x.Seen) == 0 || len(x.Intervals) == 0 {
 		t.Fatal("the shipped calibration records no reach: the test cannot check its copies")
 	}
+	if s := DefaultCalibration().SeenModels; s == nil || len(s.Models) == 0 || len(s.Intervals) == 0 {
+		t.Fatal("the shipped calibration records no seen models: the test cannot check their copies")
+	}
 	cloned := map[string]bool{"Calibration.Fit": true, "Calibration.Intervals": true, "Calibration.Folds": true,
 		"CalibrationFold.Runs": true, "CalibrationFold.Weights": true,
-		"Calibration.Extrapolation": true, "Extrapolation.Seen": true, "Extrapolation.Intervals": true}
-	for _, typ := range []reflect.Type{reflect.TypeFor[Calibration](), reflect.TypeFor[CalibrationFold](), reflect.TypeFor[Coefficients](), reflect.TypeFor[Interval](), reflect.TypeFor[Extrapolation]()} {
+		"Calibration.Extrapolation": true, "Extrapolation.Seen": true, "Extrapolation.Intervals": true,
+		"Calibration.SeenModels": true, "SeenModels.Models": true, "SeenModels.Intervals": true}
+	for _, typ := range []reflect.Type{reflect.TypeFor[Calibration](), reflect.TypeFor[CalibrationFold](), reflect.TypeFor[Coefficients](), reflect.TypeFor[Interval](), reflect.TypeFor[Extrapolation](), reflect.TypeFor[SeenModels]()} {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
 			switch f.Type.Kind() {
@@ -612,8 +622,8 @@ func TestCalibrationIntervalsFor(t *testing.T) {
 		{"both", 8, "H200", wideTP, []string{tpNote, gpuNote}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, notes := c.IntervalsFor(Placement{TP: tc.tp, GPU: tc.gpu})
-			if !reflect.DeepEqual(got, tc.want) || !slices.Equal(notes, tc.notes) {
+			got, basis, notes := c.IntervalsFor(Placement{TP: tc.tp, GPU: tc.gpu})
+			if !reflect.DeepEqual(got, tc.want) || !slices.Equal(notes, tc.notes) || basis != "leave one model out" {
 				t.Errorf("IntervalsFor(%d, %s) = %v, %q; want %v, %q", tc.tp, tc.gpu, got, notes, tc.want, tc.notes)
 			}
 		})
@@ -623,15 +633,65 @@ func TestCalibrationIntervalsFor(t *testing.T) {
 	}
 	// A fleet at several placements widens once per axis, however many of
 	// them are beyond it, and names each unseen value once.
-	got, notes := c.IntervalsFor(Placement{TP: 8, GPU: "H100"}, Placement{TP: 6, GPU: "H100"}, Placement{TP: 8, GPU: "H100"}, Placement{TP: 2, GPU: "H100"})
+	got, _, notes := c.IntervalsFor(Placement{TP: 8, GPU: "H100"}, Placement{TP: 6, GPU: "H100"}, Placement{TP: 8, GPU: "H100"}, Placement{TP: 2, GPU: "H100"})
 	tp6 := strings.Replace(tpNote, "TP 8", "TP 6", 1)
 	if !reflect.DeepEqual(got, wideTP) || !slices.Equal(notes, []string{tpNote, tp6}) {
 		t.Errorf("TP 8, 6, 8 and 2: %v, %q; want %v, %q", got, notes, wideTP, []string{tpNote, tp6})
 	}
 	// A calibration without a record of its reach widens nothing.
 	old := Calibration{Name: "old", Intervals: base}
-	if got, notes := old.IntervalsFor(Placement{TP: 8, GPU: "H200"}); !reflect.DeepEqual(got, base) || notes != nil {
+	if got, _, notes := old.IntervalsFor(Placement{Model: "org/unknown", TP: 8, GPU: "H200"}); !reflect.DeepEqual(got, base) || notes != nil {
 		t.Errorf("no reach recorded: %v, %q", got, notes)
+	}
+}
+
+// TestCalibrationIntervalsForSeenModels: a run of models the calibration
+// was fitted on (compared without regard to case) takes the factors of
+// another load of them; a fleet with any model it was not fitted on, or
+// whose model is not known, takes the model-out factors, with a sentence
+// per unseen model; a TP size beyond the fit widens either.
+func TestCalibrationIntervalsForSeenModels(t *testing.T) {
+	modelOut := map[string]Interval{"itl_mean": {Low: 0.7, High: 1.1, Runs: 26}}
+	load := map[string]Interval{"itl_mean": {Low: 0.9, High: 1.05, Runs: 12}}
+	c := Calibration{Name: "x", Intervals: modelOut,
+		SeenModels: &SeenModels{Models: []string{"meta-llama/Llama-2-7b-hf", "mistralai/Mixtral-8x7B-v0.1"}, Intervals: load},
+		Extrapolation: map[string]Extrapolation{
+			"tp": {Seen: []string{"1", "2"}, Intervals: map[string]Interval{"itl_mean": {Low: 0.8, High: 1.2, Runs: 20}}},
+		}}
+	unseen := "Qwen/Qwen3-32B is not a model the calibration was fitted on; the intervals are its leave-one-model-out errors"
+	tp8 := "TP 8 is outside the calibration's TP sizes (1, 2); the intervals include its leave-one-TP-size-out errors"
+	llama := Placement{Model: "meta-llama/llama-2-7b-hf", TP: 1}
+	for _, tc := range []struct {
+		name  string
+		at    []Placement
+		want  map[string]Interval
+		basis string
+		notes []string
+	}{
+		{"seen, another case", []Placement{llama}, load, "leave the highest load out", nil},
+		{"two seen models", []Placement{llama, {Model: "mistralai/Mixtral-8x7B-v0.1", TP: 2}}, load, "leave the highest load out", nil},
+		{"unseen", []Placement{{Model: "Qwen/Qwen3-32B", TP: 2}}, modelOut, "leave one model out", []string{unseen}},
+		{"one unseen in the fleet", []Placement{llama, {Model: "Qwen/Qwen3-32B", TP: 1}, {Model: "Qwen/Qwen3-32B", TP: 2}}, modelOut, "leave one model out", []string{unseen}},
+		{"model not known", []Placement{{TP: 1}}, modelOut, "leave one model out", nil},
+		{"no placement", nil, modelOut, "leave one model out", nil},
+		{"seen at TP 8", []Placement{{Model: "meta-llama/Llama-2-7b-hf", TP: 8}},
+			map[string]Interval{"itl_mean": {Low: 0.8, High: 1.2, Runs: 32}}, "leave the highest load out", []string{tp8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, basis, notes := c.IntervalsFor(tc.at...)
+			if !reflect.DeepEqual(got, tc.want) || basis != tc.basis || !slices.Equal(notes, tc.notes) {
+				t.Errorf("IntervalsFor = %v, %q, %q; want %v, %q, %q", got, basis, notes, tc.want, tc.basis, tc.notes)
+			}
+		})
+	}
+	// Without factors of another load, a seen model takes the model-out ones.
+	bare := c.Clone()
+	bare.SeenModels.Intervals = nil
+	if got, basis, notes := bare.IntervalsFor(llama); !reflect.DeepEqual(got, modelOut) || basis != "leave one model out" || notes != nil {
+		t.Errorf("no load factors: %v, %q, %q", got, basis, notes)
+	}
+	if c.SeenModels.Intervals == nil {
+		t.Error("Clone shares SeenModels with the original")
 	}
 }
 
@@ -643,6 +703,11 @@ func TestParseCalibrationExtrapolation(t *testing.T) {
 		{"extrapolation: {dp: {seen: ['1']}}\n", "extrapolation.dp: unknown axis"},
 		{"extrapolation: {tp: {}}\n", "extrapolation.tp.seen: required"},
 		{"extrapolation: {tp: {seen: ['1'], intervals: {itl_mean: {low: 1.2, high: 0.9, runs: 5}}}}\n", "extrapolation.tp.intervals.itl_mean: want 0 < low ≤ high"},
+		{"intervals: {ttft_p99: {low: 0.9, high: 0.8, runs: 5}}\n", "intervals.ttft_p99: want 0 < low ≤ high"},
+		{"seen_models: {models: [a/b], intervals: {itl_mean: {low: 0.9, high: 1.1, runs: 12}}}\n", ""},
+		{"seen_models: {intervals: {itl_mean: {low: 0.9, high: 1.1, runs: 12}}}\n", "seen_models.models: required"},
+		{"seen_models: {models: [a/b], intervals: {itl_mean: {low: 0, high: 1.1, runs: 12}}}\n", "seen_models.intervals.itl_mean: want 0 < low ≤ high"},
+		{"seen_models: {models: [a/b], interval: {}}\n", `unknown field "interval"; did you mean intervals?`},
 	} {
 		_, err := ParseCalibration([]byte(head+tc.body), "c.yaml")
 		if tc.want == "" {

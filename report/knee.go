@@ -42,7 +42,7 @@ type LatencyIntervals struct {
 	// at both ends of the step-time interval.
 	Basis string `json:"basis"`
 	// Beyond says, one sentence each, where the fleet is beyond what the
-	// calibration was fitted on (a TP size, a GPU it never saw) and what
+	// calibration was fitted on (a model, a TP size, a GPU it never saw) and what
 	// the intervals take from that (replica.Calibration.IntervalsFor).
 	Beyond  []string `json:"beyond_calibration,omitempty"`
 	TTFTP50 [2]Num   `json:"ttft_p50"`

@@ -86,24 +86,24 @@ func calibrationOf(fleet []sim.ReplicaSpec) *replica.Calibration {
 }
 
 // fleetFactors is the interval factors of a run on the fleet: its
-// calibration's (calibrationOf), widened for the placements of the
-// replicas it calibrates (replica.Calibration.IntervalsFor), with the
-// sentences of every TP size or GPU beyond what it was fitted on. Nil
-// factors without a calibration.
-func fleetFactors(fleet []sim.ReplicaSpec) (*replica.Calibration, map[string]replica.Interval, []string) {
+// calibration's (calibrationOf) for the models and placements of the
+// replicas it calibrates (replica.Calibration.IntervalsFor), the
+// protocol they come from, and the sentences of every model, TP size or
+// GPU beyond what it was fitted on. Nil factors without a calibration.
+func fleetFactors(fleet []sim.ReplicaSpec) (*replica.Calibration, map[string]replica.Interval, string, []string) {
 	c := calibrationOf(fleet)
 	if c == nil {
-		return nil, nil, nil
+		return nil, nil, "", nil
 	}
 	var at []replica.Placement
 	id := c.ID()
 	for _, r := range fleet {
 		if rc := r.Preset.Calibration; rc != nil && (rc == c || rc.ID() == id) {
-			at = append(at, replica.Placement{TP: r.Preset.TensorParallelSize, GPU: r.Preset.GPU.Name})
+			at = append(at, replica.Placement{Model: r.Preset.ModelRef, TP: r.Preset.TensorParallelSize, GPU: r.Preset.GPU.Name})
 		}
 	}
-	f, notes := c.IntervalsFor(at...)
-	return c, f, notes
+	f, basis, notes := c.IntervalsFor(at...)
+	return c, f, basis, notes
 }
 
 // intervalsOf is the headline latencies' 90% intervals from the fleet's
@@ -112,7 +112,7 @@ func fleetFactors(fleet []sim.ReplicaSpec) (*replica.Calibration, map[string]rep
 // measures means and tails of whole runs; these are their nearest
 // counterparts). Nil without factors.
 func intervalsOf(fleet []sim.ReplicaSpec, s *report.Summary) *report.LatencyIntervals {
-	c, f, notes := fleetFactors(fleet)
+	c, f, basis, notes := fleetFactors(fleet)
 	if c == nil {
 		return nil
 	}
@@ -123,12 +123,12 @@ func intervalsOf(fleet []sim.ReplicaSpec, s *report.Summary) *report.LatencyInte
 		}
 		return [2]report.Num{report.Num(v.Float() * iv.Low), report.Num(v.Float() * iv.High)}
 	}
-	basis := "the calibration's out-of-sample errors (" + c.ID() + ", leave one model out"
+	b := "the calibration's out-of-sample errors (" + c.ID() + ", " + basis
 	for _, n := range notes {
-		basis += "; " + n
+		b += "; " + n
 	}
 	return &report.LatencyIntervals{
-		Basis:   basis + ")",
+		Basis:   b + ")",
 		Beyond:  notes,
 		TTFTP50: get(s.Latency.TTFT.P50, "ttft_mean"),
 		TTFTP99: get(s.Latency.TTFT.P99, "ttft_p99"),
@@ -143,7 +143,7 @@ func intervalsOf(fleet []sim.ReplicaSpec, s *report.Summary) *report.LatencyInte
 // busiest replica reaching NearKnee with steps at the slow end. ok is
 // false when the run has no knee or its calibration no factors.
 func StepScales(fleet []sim.ReplicaSpec, s *report.Summary) (low, high float64, near, ok bool) {
-	c, f, _ := fleetFactors(fleet)
+	c, f, _, _ := fleetFactors(fleet)
 	if c == nil || s.Knee == nil || !s.Knee.BusiestUtilization.Defined() {
 		return 0, 0, false, false
 	}

@@ -57,13 +57,14 @@ func TestRunKnee(t *testing.T) {
 		t.Errorf("busiest %v bound by %s, want %v by %s", k.BusiestUtilization, k.Binding, want, one.Binding)
 	}
 	// Far below the knee: the intervals are the calibration's factors
-	// alone (TTFT p99 takes ttft_p99's, TPOT p50 itl_mean's).
+	// alone (TTFT p99 takes ttft_p99's, TPOT p50 itl_mean's), those of
+	// another load of a model it was fitted on.
 	if k.NearKnee {
 		t.Errorf("near knee at utilization %v", k.BusiestUtilization)
 	}
-	f := p.Calibration.Intervals
+	f := p.Calibration.SeenModels.Intervals
 	iv := s.Intervals
-	if iv == nil || len(iv.Scales) != 0 {
+	if iv == nil || len(iv.Scales) != 0 || !strings.Contains(iv.Basis, ", leave the highest load out)") {
 		t.Fatalf("intervals %+v", iv)
 	}
 	for _, tc := range []struct {

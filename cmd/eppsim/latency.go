@@ -524,6 +524,10 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 			return err
 		}
 		res.Calibration.Extrapolation = latency.ExtrapolationsOf(res.Fitted, carriedOOS)
+		if iv := latency.IntervalsOf(res.Fitted, carriedOOS); iv != nil {
+			res.Calibration.Intervals = iv
+		}
+		res.Calibration.SeenModels = latency.SeenModelsOf(res.Fitted, carriedOOS)
 	}
 	y, err := res.Calibration.MarshalYAML()
 	if err != nil {
@@ -606,7 +610,9 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 
 // carryProtocols gives cal, a full fit continued from from, from's
 // out-of-sample folds, their figures (every fit key but the in-sample
-// mape_*) and its intervals. They stay valid because no fold was fitted
+// mape_*) and its intervals (which the caller measures again from the
+// folds' predictions, with the seen models' and the reach, when they
+// give factors). They stay valid because no fold was fitted
 // from the full fit (each starts from the prior), provided they held out
 // the same runs with the same objective: from's leave-one-model-out folds
 // must partition exactly the runs this fit was fitted on (results that
