@@ -195,6 +195,11 @@ func TestCalibrateRecordsFolds(t *testing.T) {
 	if len(c.Folds) != 2 || c.Folds[0].Protocol != "model" || c.Folds[0].TrainedOn != 1 {
 		t.Fatalf("folds %+v", c.Folds)
 	}
+	// The fitted runs' models are recorded; without the load protocol,
+	// no factors of another load.
+	if s := c.SeenModels; s == nil || len(s.Models) != 2 || !slices.IsSorted(s.Models) || s.Intervals != nil {
+		t.Errorf("seen models %+v", c.SeenModels)
+	}
 	rep, err := Validate(context.Background(), f, "mini.json", c, Options{Seed: 1}, 2)
 	if err != nil {
 		t.Fatal(err)

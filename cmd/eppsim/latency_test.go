@@ -338,6 +338,12 @@ func TestCalibrateContinue(t *testing.T) {
 	if tp, gpu := rem.Extrapolation["tp"], rem.Extrapolation["gpu"]; !slices.Equal(tp.Seen, []string{"1", "2"}) || len(tp.Intervals) != 0 || !slices.Equal(gpu.Seen, []string{"H100"}) {
 		t.Errorf("re-measured reach: %+v", rem.Extrapolation)
 	}
+	// The seen models: the two runs' models, with no factors of another
+	// load (FILE has no load folds); the model-out intervals stay FILE's,
+	// since its two folds give fewer than the 5 errors a factor needs.
+	if s := rem.SeenModels; s == nil || !slices.Equal(s.Models, []string{"meta-llama/Llama-2-7b-hf", "mistralai/Mixtral-8x7B-v0.1"}) || s.Intervals != nil || rem.Intervals["itl_mean"].High != 1.2 {
+		t.Errorf("re-measured seen models %+v, intervals %v", rem.SeenModels, rem.Intervals)
+	}
 	if !strings.Contains(rem.Notes, "Re-measured without refitting") || rem.FittedOn != cal.FittedOn {
 		t.Errorf("re-measured provenance: fitted_on %q, notes %q", rem.FittedOn, rem.Notes)
 	}
