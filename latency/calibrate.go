@@ -217,8 +217,19 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	for i := range f.Experiments {
 		all[i] = &f.Experiments[i]
 	}
+	// The deployments' step offsets come from the runs predicted by the
+	// coefficients alone; the figures below are the calibration's, offsets
+	// included (docs/latency.md, "Deployment offsets").
 	if res.Results, err = SimulateAll(ctx, all, res.Calibration, Options{Seed: o.Seed}, o.Workers); err != nil {
 		return nil, err
+	}
+	if res.Calibration.Offsets, err = Offsets(res.Results); err != nil {
+		return nil, err
+	}
+	if len(res.Calibration.Offsets) > 0 {
+		if res.Results, err = SimulateAll(ctx, all, res.Calibration, Options{Seed: o.Seed}, o.Workers); err != nil {
+			return nil, err
+		}
 	}
 	rows := Rows(res.Results)
 	fitted := func(id string) bool {
@@ -242,6 +253,10 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 			}
 			c := res.Calibration
 			c.Coefficients = fres.Fit.Coefficients
+			if fres.Fit.Offsets, err = foldOffsets(ctx, c, fres.Fold.trainOf(runs), fres.Fold.Test, Options{Seed: o.Seed}, o.Workers); err != nil {
+				return nil, err
+			}
+			c.Offsets = fres.Fit.Offsets
 			rs, err := SimulateAll(ctx, fres.Fold.Test, c, Options{Seed: o.Seed}, o.Workers)
 			if err != nil {
 				return nil, err

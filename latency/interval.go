@@ -82,10 +82,12 @@ func (c Coverage) Share() float64 {
 }
 
 // intervalCase is one run's prediction whose intervals coverage checks:
-// the coefficients that predicted it (for the knee simulations).
+// the coefficients and step offsets that predicted it (for the knee
+// simulations).
 type intervalCase struct {
 	res *Result
 	co  replica.Coefficients
+	off []replica.StepOffset
 }
 
 // coverage builds every case's intervals — factorsOf's factors for its
@@ -177,7 +179,7 @@ func runBounds(ctx context.Context, k intervalCase, f map[string]replica.Interva
 		return out, false, nil
 	}
 	fc := c
-	fc.Coefficients = k.co
+	fc.Coefficients, fc.Offsets = k.co, k.off
 	ends := make([]Values, 2)
 	for i, scale := range []float64{itl.Low, itl.High} {
 		so := o

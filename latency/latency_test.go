@@ -165,6 +165,7 @@ func TestCalibrateRecoversCoefficients(t *testing.T) {
 	f.Experiments = f.Experiments[:1]
 	truth := replica.DefaultCalibration()
 	truth.Coefficients.IngestUs, truth.Coefficients.StepUs = 9000, 800
+	truth.Offsets = nil // the fit recovers coefficients; offsets come after it
 	res, err := SimulateAll(context.Background(), []*Experiment{&f.Experiments[0]}, truth, Options{Seed: 1}, 1)
 	if err != nil {
 		t.Fatal(err)

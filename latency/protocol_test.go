@@ -207,9 +207,19 @@ func TestCalibrateRecordsFolds(t *testing.T) {
 	if len(rep.OutOfSample) != 1 || rep.OutOfSample[0].Folds != 2 || len(rep.OutOfSample[0].Results) != 2 {
 		t.Fatalf("out of sample %+v", rep.OutOfSample)
 	}
+	// The full fit has an offset per deployment (each run is one, n = 1);
+	// a model-out fold's held-out run shares no deployment with its
+	// training run, so the fold has none, and its run is predicted without
+	// the full fit's offsets, which its own residual made.
+	if len(c.Offsets) != 2 {
+		t.Errorf("offsets %+v, want one per run's deployment", c.Offsets)
+	}
 	for _, fold := range c.Folds {
+		if fold.Offsets != nil {
+			t.Errorf("fold %s has offsets %+v", fold.HeldOut, fold.Offsets)
+		}
 		fc := c
-		fc.Coefficients = fold.Coefficients
+		fc.Coefficients, fc.Offsets = fold.Coefficients, fold.Offsets
 		var e *Experiment
 		for i := range f.Experiments {
 			if f.Experiments[i].ID == fold.Runs[0] {

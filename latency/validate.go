@@ -76,8 +76,10 @@ type ProtocolRows struct {
 	// Folds is the number of refits whose runs were predicted.
 	Folds   int
 	Results []*Result
-	// Coefficients[i] predicted Results[i] (its fold's refit).
+	// Coefficients[i] and Offsets[i] predicted Results[i] (its fold's
+	// refit and step offsets).
 	Coefficients []replica.Coefficients
+	Offsets      [][]replica.StepOffset
 	Rows         []Row
 }
 
@@ -119,6 +121,9 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 		cases := make([]intervalCase, len(pr.Results))
 		for i, res := range pr.Results {
 			cases[i] = intervalCase{res: res, co: pr.Coefficients[i]}
+			if i < len(pr.Offsets) {
+				cases[i].off = pr.Offsets[i]
+			}
 		}
 		cov, _, err := coverage(ctx, pr.Protocol.Label, cases, otherModels(pr.Rows, cases), r.Calibration, o, workers)
 		if err != nil {
@@ -129,7 +134,7 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 	}
 	cases := make([]intervalCase, len(r.Results))
 	for i, res := range r.Results {
-		cases[i] = intervalCase{res: res, co: r.Calibration.Coefficients}
+		cases[i] = intervalCase{res: res, co: r.Calibration.Coefficients, off: r.Calibration.Offsets}
 	}
 	var factors func(*Experiment) map[string]replica.Interval
 	if lomo, ok := pools["model"]; ok {
@@ -275,7 +280,7 @@ func OutOfSample(ctx context.Context, f *File, c replica.Calibration, o Options,
 				continue
 			}
 			fc := c
-			fc.Coefficients = fold.Coefficients
+			fc.Coefficients, fc.Offsets = fold.Coefficients, fold.Offsets
 			rs, err := SimulateAll(ctx, test, fc, o, workers)
 			if err != nil {
 				return nil, fmt.Errorf("%s fold without %s: %w", p.Name, fold.HeldOut, err)
@@ -284,6 +289,7 @@ func OutOfSample(ctx context.Context, f *File, c replica.Calibration, o Options,
 			pr.Results = append(pr.Results, rs...)
 			for range rs {
 				pr.Coefficients = append(pr.Coefficients, fold.Coefficients)
+				pr.Offsets = append(pr.Offsets, fold.Offsets)
 			}
 		}
 		if pr.Folds > 0 {

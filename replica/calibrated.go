@@ -179,6 +179,12 @@ type Calibration struct {
 	// never saw (IntervalsFor). Absent in files written before
 	// 2026-12-07's session 19, which give every model Intervals.
 	SeenModels *SeenModels `json:"seen_models,omitempty"`
+	// Offsets are the step offsets of the deployments the calibration was
+	// fitted on (docs/latency.md, "Deployment offsets"): a replica of one
+	// of them runs every step × its factor. The coefficients are fitted
+	// without them; ID names the coefficients alone. Absent in files
+	// written before 2026-12-07's session 19.
+	Offsets []StepOffset `json:"offsets,omitempty"`
 }
 
 // SeenModels is a calibration's fitted models and the interval factors
@@ -376,6 +382,10 @@ type CalibrationFold struct {
 	// as every refit before --draws (2026-12-03) was fitted.
 	Draws        int          `json:"draws,omitempty"`
 	Coefficients Coefficients `json:"coefficients"`
+	// Offsets are the fold's own step offsets, from its training runs
+	// predicted with its coefficients, for the deployments its held-out
+	// runs share with them (none when they share none).
+	Offsets []StepOffset `json:"offsets,omitempty"`
 }
 
 // defaultCalibrationYAML is the calibration that ships: fitted by `eppsim
@@ -439,11 +449,13 @@ func (c Calibration) Clone() Calibration {
 	if c.SeenModels != nil {
 		c.SeenModels = &SeenModels{Models: slices.Clone(c.SeenModels.Models), Intervals: maps.Clone(c.SeenModels.Intervals)}
 	}
+	c.Offsets = slices.Clone(c.Offsets)
 	if c.Folds != nil {
 		folds := make([]CalibrationFold, len(c.Folds))
 		for i, f := range c.Folds {
 			f.Runs = slices.Clone(f.Runs)
 			f.Weights = maps.Clone(f.Weights)
+			f.Offsets = slices.Clone(f.Offsets)
 			folds[i] = f
 		}
 		c.Folds = folds
@@ -492,9 +504,15 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 			return Calibration{}, fmt.Errorf("%s: %w", file, err)
 		}
 	}
+	if err := checkOffsets(c.Offsets, "offsets"); err != nil {
+		return Calibration{}, fmt.Errorf("%s: %w", file, err)
+	}
 	for i, f := range c.Folds {
 		if err := f.Coefficients.Validate(); err != nil {
 			return Calibration{}, fmt.Errorf("%s: folds[%d].coefficients.%w", file, i, err)
+		}
+		if err := checkOffsets(f.Offsets, fmt.Sprintf("folds[%d].offsets", i)); err != nil {
+			return Calibration{}, fmt.Errorf("%s: %w", file, err)
 		}
 		if f.Protocol == "" || len(f.Runs) == 0 {
 			return Calibration{}, fmt.Errorf("%s: folds[%d]: protocol and runs are required", file, i)

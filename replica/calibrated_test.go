@@ -2,6 +2,7 @@ package replica
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -271,17 +272,26 @@ func TestAsyncScheduling(t *testing.T) {
 }
 
 // TestPresetsUseTheShippedCalibration: every built-in preset runs the
-// calibrated model with the calibration that ships, and says so; its
-// delays come from the calibration.
+// calibrated model with the calibration that ships, and says so, with
+// its deployment's step offset when the calibration has one; its delays
+// come from the calibration.
 func TestPresetsUseTheShippedCalibration(t *testing.T) {
 	d := DefaultCalibration()
 	for _, p := range Presets() {
-		if got, want := p.StepModelID(), "calibrated "+d.ID(); got != want {
+		want := "calibrated " + d.ID()
+		off := OffsetFor(d.Offsets, DeploymentOf(&p))
+		if off != 1 {
+			want += fmt.Sprintf(" ×%.6g", off)
+		}
+		if got := p.StepModelID(); got != want {
 			t.Errorf("%s: step model %q, want %q", p.Name, got, want)
 		}
 		m, err := p.Model()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if s, ok := m.(scaledSteps); ok && off != 1 && s.scale == off {
+			m = s.m
 		}
 		if _, ok := m.(*CalibratedModel); !ok {
 			t.Errorf("%s: model %T", p.Name, m)
@@ -554,7 +564,13 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 					s.Intervals[m] = Interval{Low: -1}
 				}
 			}
+			for i := range a.Offsets {
+				a.Offsets[i].Factor = -1
+			}
 			for i := range a.Folds {
+				for k := range a.Folds[i].Offsets {
+					a.Folds[i].Offsets[k].Factor = -1
+				}
 				a.Folds[i].Runs = append(a.Folds[i].Runs[:0], "changed")
 				for m := range a.Folds[i].Weights {
 					a.Folds[i].Weights[m] = -1
@@ -578,7 +594,8 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 	cloned := map[string]bool{"Calibration.Fit": true, "Calibration.Intervals": true, "Calibration.Folds": true,
 		"CalibrationFold.Runs": true, "CalibrationFold.Weights": true,
 		"Calibration.Extrapolation": true, "Extrapolation.Seen": true, "Extrapolation.Intervals": true,
-		"Calibration.SeenModels": true, "SeenModels.Models": true, "SeenModels.Intervals": true}
+		"Calibration.SeenModels": true, "SeenModels.Models": true, "SeenModels.Intervals": true,
+		"Calibration.Offsets": true, "CalibrationFold.Offsets": true}
 	for _, typ := range []reflect.Type{reflect.TypeFor[Calibration](), reflect.TypeFor[CalibrationFold](), reflect.TypeFor[Coefficients](), reflect.TypeFor[Interval](), reflect.TypeFor[Extrapolation](), reflect.TypeFor[SeenModels]()} {
 		for i := range typ.NumField() {
 			f := typ.Field(i)

@@ -105,6 +105,9 @@ func TestCalibratedCUDAGraphPadding(t *testing.T) {
 func TestPresetPadsVLLMSteps(t *testing.T) {
 	vllm := mustPreset(t, "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "H100", 2)
 	vllm.Engine.MaxNumSeqs, vllm.Engine.MaxNumBatchedTokens = 128, 2048
+	bare := *vllm.Calibration
+	bare.Offsets = nil // the vLLM deployment's step offset is not the padding
+	vllm = vllm.WithCalibration(bare, "bare")
 	a, b := vllmAndSGLangModels(t, vllm)
 	m, g := vllm.Arch, vllm.GPU
 	elem, err := m.KVElementBytes(vllm.Engine.KVCacheDtype)

@@ -429,10 +429,24 @@ func (p *Preset) StepModelID() string {
 			id += " " + p.Calibration.ID()
 		}
 	}
-	if p.StepScale > 0 && p.StepScale != 1 {
-		id += fmt.Sprintf(" ×%g", p.StepScale)
+	if s := p.stepScale(); s != 1 {
+		id += fmt.Sprintf(" ×%.6g", s)
 	}
 	return id
+}
+
+// stepScale is what every step of the preset's model is multiplied by:
+// StepScale when set, times its deployment's offset in its calibration
+// (Calibration.Offsets; the calibrated step model only).
+func (p *Preset) stepScale() float64 {
+	s := 1.0
+	if p.StepScale > 0 {
+		s = p.StepScale
+	}
+	if (p.StepModel == "" || p.StepModel == "calibrated") && p.Calibration != nil && len(p.Calibration.Offsets) > 0 {
+		s *= OffsetFor(p.Calibration.Offsets, DeploymentOf(p))
+	}
+	return s
 }
 
 // Delays returns the non-blocking per-request delays in µs: the mean ingest
@@ -550,13 +564,17 @@ func (p *Preset) KVBlockBytesPerRank() (int64, error) {
 }
 
 // Model returns the preset's step-time model, bound to its model, GPU, TP
-// and KV dtype, every step multiplied by StepScale when set.
+// and KV dtype, every step multiplied by StepScale when set and by its
+// deployment's offset when its calibration has one.
 func (p *Preset) Model() (StepModel, error) {
 	m, err := p.unscaledModel()
-	if err != nil || p.StepScale <= 0 || p.StepScale == 1 {
-		return m, err
+	if err != nil {
+		return nil, err
 	}
-	return scaledSteps{m: m, scale: p.StepScale}, nil
+	if s := p.stepScale(); s != 1 {
+		return scaledSteps{m: m, scale: s}, nil
+	}
+	return m, nil
 }
 
 // scaledSteps multiplies every step of m by scale.

@@ -416,7 +416,9 @@ type ReplicaInfo struct {
 	GPU                string `json:"gpu,omitempty"`
 	TensorParallelSize int    `json:"tensor_parallel_size,omitempty"`
 	// StepModel names the step-time model and, for the calibrated one,
-	// the calibration (name@hash of its coefficients).
+	// the calibration (name@hash of its coefficients), with " ×F" when
+	// every step is scaled: the deployment's step offset in that
+	// calibration, times a knee run's scale.
 	StepModel string `json:"step_model"`
 	// EngineType is the engine the replica runs (absent: vLLM). Engine is
 	// a vLLM replica's resolved configuration, SGLang an SGLang

@@ -517,6 +517,15 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		// written, not coverage by the file's pooled intervals; and measure
 		// from them how far the calibration reaches beyond its fitted TP
 		// sizes and GPUs.
+		// Each carried fold's step offsets are measured again from its own
+		// training runs with its coefficients (latency.SetFoldOffsets), as
+		// a fit's folds get theirs.
+		if err := latency.SetFoldOffsets(ctx, file, &res.Calibration, latency.Options{Seed: f.seed}, f.workers); err != nil {
+			if ctx.Err() != nil {
+				return interrupted(ctx, nil)
+			}
+			return err
+		}
 		if carriedOOS, err = latency.OutOfSample(ctx, file, res.Calibration, latency.Options{Seed: f.seed}, f.workers); err != nil {
 			if ctx.Err() != nil {
 				return interrupted(ctx, nil)
@@ -524,6 +533,14 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 			return err
 		}
 		res.Calibration.Extrapolation = latency.ExtrapolationsOf(res.Fitted, carriedOOS)
+		// The carried folds' figures, measured again with their offsets.
+		for _, pr := range carriedOOS {
+			for _, m := range latency.Metrics {
+				if v, n := latency.MAPE(pr.Rows, m, nil); n > 0 {
+					res.Calibration.Fit[pr.Protocol.Key+"_mape_"+m] = math.Round(v*100) / 100
+				}
+			}
+		}
 		if iv := latency.IntervalsOf(res.Fitted, carriedOOS); iv != nil {
 			res.Calibration.Intervals = iv
 		}
@@ -552,6 +569,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 			if fr.Skipped == "" {
 				for range fr.Fold.Test {
 					pr.Coefficients = append(pr.Coefficients, fr.Fit.Coefficients)
+					pr.Offsets = append(pr.Offsets, fr.Fit.Offsets)
 				}
 			}
 		}

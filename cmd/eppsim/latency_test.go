@@ -294,9 +294,17 @@ func TestCalibrateContinue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The carried folds' figures are measured again (FILE's 12.5% is made
+	// up), as validate latency prints them for the file written.
+	var lomoITL string
+	for _, line := range strings.Split(valOut, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.HasPrefix(strings.TrimSpace(line), "leave one model out (") {
+			lomoITL = f[len(f)-1]
+		}
+	}
 	if len(got.Folds) != 2 || got.Folds[1].Runs[0] != ids[1] || got.Intervals["itl_mean"].High != 1.2 ||
-		got.Fit["lomo_mape_itl_mean"] != 12.5 || got.Fit["mape_itl_mean"] == 0 {
-		t.Errorf("continued calibration: folds %v, intervals %v, fit %v", got.Folds, got.Intervals, got.Fit)
+		fmt.Sprintf("%.1f%%", got.Fit["lomo_mape_itl_mean"]) != lomoITL || got.Fit["lomo_mape_itl_mean"] == 12.5 || got.Fit["mape_itl_mean"] == 0 {
+		t.Errorf("continued calibration: folds %v, intervals %v, fit %v (validate's leave-one-model-out ITL %s)", got.Folds, got.Intervals, got.Fit, lomoITL)
 	}
 	// With one evaluation the fit has not moved far from its start, FILE's
 	// coefficients (Nelder-Mead's first step moves one coordinate).
@@ -332,7 +340,7 @@ func TestCalibrateContinue(t *testing.T) {
 	}
 	wantCo := cal.Coefficients
 	wantCo.IngestUs = 6543.25
-	if rem.Coefficients != wantCo || len(rem.Folds) != 2 || rem.Fit["lomo_mape_itl_mean"] != 12.5 {
+	if rem.Coefficients != wantCo || len(rem.Folds) != 2 || rem.Fit["lomo_mape_itl_mean"] != got.Fit["lomo_mape_itl_mean"] {
 		t.Errorf("re-measured: coefficients %+v (want %+v), %d folds, fit %v", rem.Coefficients, wantCo, len(rem.Folds), rem.Fit)
 	}
 	if tp, gpu := rem.Extrapolation["tp"], rem.Extrapolation["gpu"]; !slices.Equal(tp.Seen, []string{"1", "2"}) || len(tp.Intervals) != 0 || !slices.Equal(gpu.Seen, []string{"H100"}) {
