@@ -39,14 +39,13 @@ func TestExtrapolations(t *testing.T) {
 	if x := Extrapolations(nil, nil); x != nil {
 		t.Errorf("no fitted runs: %+v", x)
 	}
-	// The seen models: the fitted runs' models, sorted, with the load
-	// protocol's factors (the same six errors), or none without it.
-	load, _ := LookupProtocol("load")
+	// The seen models: the fitted runs' models, sorted, with the factors
+	// of the load errors given (the same six errors), or none without.
 	model, _ := LookupProtocol("model")
 	fitted = append(fitted, run("a2", "A", "H100", 4, 1000, 1))
-	sm := SeenModelsOf(fitted, []ProtocolRows{{Protocol: model, Rows: rowsOf(5, 5, 5, 5, 5)}, {Protocol: load, Rows: rowsOf(1.1, 0.8, 1.3, 1.0, 0.9, 1.2)}})
+	sm := seenModels(fitted, rowsOf(1.1, 0.8, 1.3, 1.0, 0.9, 1.2))
 	if want := (&replica.SeenModels{Models: []string{"A", "B", "C", "D"}, Intervals: map[string]replica.Interval{"itl_mean": {Low: 0.825, High: 1.275, Runs: 6}}}); !reflect.DeepEqual(sm, want) {
-		t.Errorf("SeenModelsOf = %+v, want %+v", sm, want)
+		t.Errorf("seenModels = %+v, want %+v", sm, want)
 	}
 	if sm := SeenModelsOf(fitted, []ProtocolRows{{Protocol: model, Rows: rowsOf(1.1, 0.8, 1.3, 1.0, 0.9, 1.2)}}); sm == nil || len(sm.Models) != 4 || sm.Intervals != nil {
 		t.Errorf("without the load protocol: %+v, want the models alone", sm)
@@ -117,7 +116,7 @@ func TestCoverageSeenModels(t *testing.T) {
 	mr, mc := pool("m", 0.8, 0.9, 1.0, 1.1, 1.2, 1.3)
 	lr, lc := pool("l", 0.95, 0.97, 0.99, 1.01, 1.03, 1.05)
 	var results []*Result
-	for _, tc := range []struct{ id, model string }{{"seen", "A"}, {"unseen", "U"}} {
+	for _, tc := range []struct{ id, model string }{{"seen", "A"}, {"unseen", "Z"}} {
 		e := run(tc.id, tc.model, "H100", 1, 1200, 5)
 		e.Measured["summary"] = Measurement{E2E: Distribution{Mean: 1200, P90: math.NaN(), P99: math.NaN()}, TTFT: Distribution{Mean: 1, P90: math.NaN(), P99: math.NaN()}}
 		results = append(results, &Result{Experiment: e, Predicted: map[string]Values{"summary": {"e2e_mean": 1000}}})
@@ -176,5 +175,79 @@ func TestSampleLabel(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCoverageFittedDeployments: with step offsets, a fitted deployment
+// takes the load protocol's factors, from all its errors (six runs at
+// 0.95 to 1.05 and a Mixtral run at 2.0 without a fold offset: the 5%
+// and 95% quantiles of the seven, 0.956 and 1.715), and the same model at
+// another TP size the model-out ones (0.8 to 1.3: 825–1275). Under the
+// load protocol the offset runs are judged on the other models' load
+// errors and the Mixtral run on the model protocol's (2.0 outside
+// 825–1275).
+func TestCoverageFittedDeployments(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(id, model string, tp int, ratio float64) *Result {
+		e := f.Experiments[0]
+		e.ID, e.Model, e.TP = id, model, tp
+		e.Measured = map[string]Measurement{"summary": {E2E: Distribution{Mean: 1000 * ratio, P90: math.NaN(), P99: math.NaN()}, TTFT: Distribution{Mean: 1, P90: math.NaN(), P99: math.NaN()}}}
+		return &Result{Experiment: &e, Predicted: map[string]Values{"summary": {"e2e_mean": 1000}}}
+	}
+	others := []string{"01-ai/Yi-34B", "Qwen/Qwen3-14B", "mistralai/Mistral-Nemo-Instruct-2407", "meta-llama/Llama-3.1-8B-Instruct", "codellama/CodeLlama-34b-Instruct-hf", "Qwen/Qwen2.5-7B-Instruct"}
+	model, _ := LookupProtocol("model")
+	load, _ := LookupProtocol("load")
+	mp := ProtocolRows{Protocol: model}
+	lp := ProtocolRows{Protocol: load}
+	for i, m := range others {
+		mp.Results = append(mp.Results, mk(fmt.Sprintf("m%d", i), m, 2, 0.8+0.1*float64(i)))
+		r := mk(fmt.Sprintf("l%d", i), m, 2, 0.95+0.02*float64(i))
+		d, err := deploymentOf(r.Experiment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp.Results = append(lp.Results, r)
+		lp.Offsets = append(lp.Offsets, []replica.StepOffset{{Deployment: d, Runs: 2, Factor: 0.97}})
+	}
+	lp.Results = append(lp.Results, mk("mixtral", "mistralai/Mixtral-8x7B-v0.1", 2, 2.0))
+	lp.Offsets = append(lp.Offsets, nil)
+	for _, pr := range []*ProtocolRows{&mp, &lp} {
+		pr.Rows = Rows(pr.Results)
+		pr.Coefficients = make([]replica.Coefficients, len(pr.Results))
+	}
+	fit, newTP := mk("fit", "meta-llama/Llama-2-7b-hf", 1, 1.2), mk("newtp", "meta-llama/Llama-2-7b-hf", 2, 1.2)
+	d, err := deploymentOf(fit.Experiment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := replica.Calibration{Name: "x", SeenModels: &replica.SeenModels{Models: []string{"meta-llama/Llama-2-7b-hf"}},
+		Offsets: []replica.StepOffset{{Deployment: d, Runs: 3, Factor: 0.96}}}
+	r := &Report{Calibration: c, Results: []*Result{fit, newTP}, OutOfSample: []ProtocolRows{mp, lp}}
+	if err := r.SetCoverage(context.Background(), Options{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if b := r.Bounds["fit"]["e2e_mean"]; math.Abs(b.Low-956) > 1e-9 || math.Abs(b.High-1715) > 1e-9 {
+		t.Errorf("fitted deployment's interval %+v, want 956–1715", b)
+	}
+	if b := r.Bounds["newtp"]["e2e_mean"]; math.Abs(b.Low-825) > 1e-9 || math.Abs(b.High-1275) > 1e-9 {
+		t.Errorf("the fitted model at TP 2: %+v, want 825–1275", b)
+	}
+	// Under the load protocol all seven values are judged (which pool
+	// each takes, the in-sample bounds above test through the same rule).
+	for _, cov := range r.Coverage {
+		if cov.Label == load.Label && cov.Total != 7 {
+			t.Errorf("load protocol coverage %+v, want 7 values", cov)
+		}
+	}
+	sm := SeenModelsOf([]*Experiment{fit.Experiment}, []ProtocolRows{mp, lp})
+	if iv := sm.Intervals["e2e_mean"]; math.Abs(iv.Low-0.956) > 1e-12 || math.Abs(iv.High-1.715) > 1e-12 || iv.Runs != 7 {
+		t.Errorf("seen-model factors %+v, want 0.956–1.715 over the 7 runs", iv)
+	}
+	_, basis, notes := c.IntervalsFor(placementOf(newTP.Experiment))
+	if basis != "leave one model out" || len(notes) != 1 || !strings.Contains(notes[0], "meta-llama/Llama-2-7b-hf (float16, vllm) on H100 at TP 2 is not a deployment the calibration was fitted on") {
+		t.Errorf("TP 2: %q, %q", basis, notes)
 	}
 }

@@ -121,12 +121,9 @@ func coverage(ctx context.Context, label string, cases []intervalCase, factorsOf
 
 // otherModels returns the factors of the pool's errors on the runs of
 // other models than a run's (conformal, leave one model out: no run's
-// interval is widened by its own error); cases name the pool's models.
-func otherModels(pool []Row, cases []intervalCase) func(*Experiment) map[string]replica.Interval {
-	modelOf := map[string]string{}
-	for _, k := range cases {
-		modelOf[k.res.Experiment.ID] = k.res.Experiment.Model
-	}
+// interval is widened by its own error); modelOf names the runs' models
+// (a run it does not name counts as another model's).
+func otherModels(pool []Row, modelOf map[string]string) func(*Experiment) map[string]replica.Interval {
 	return func(e *Experiment) map[string]replica.Interval {
 		return Factors(pool, func(id string) bool {
 			m, ok := modelOf[id]

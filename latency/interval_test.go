@@ -48,7 +48,11 @@ func TestCoverageLeavesTheModelOut(t *testing.T) {
 	}
 	res, row := mk("z", "B", 1000, 2000)
 	cases, pool = append(cases, intervalCase{res: res}), append(pool, row)
-	cov, bounds, err := coverage(context.Background(), "test", cases, otherModels(pool, cases), replica.Calibration{}, Options{}, 1)
+	modelOf := map[string]string{}
+	for _, k := range cases {
+		modelOf[k.res.Experiment.ID] = k.res.Experiment.Model
+	}
+	cov, bounds, err := coverage(context.Background(), "test", cases, otherModels(pool, modelOf), replica.Calibration{}, Options{}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

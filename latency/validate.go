@@ -106,17 +106,28 @@ func Validate(ctx context.Context, f *File, source string, c replica.Calibration
 }
 
 // SetCoverage builds the report's 90% intervals and counts the measured
-// values inside them: under each protocol, from the errors of that
-// protocol's held-out predictions of other models' runs; on the
-// report's own runs, as eppsim run would build them
-// (replica.Calibration.IntervalsFor): a run of a model the calibration
-// was fitted on from the leave-the-highest-load-out errors of other
-// models' runs, any other from the leave-one-model-out errors of other
-// models' runs, or else, for runs the calibration's folds do not
-// predict, from the calibration's recorded factors.
+// values inside them, each run's from errors on other models' runs only:
+// under each protocol, from that protocol's held-out errors, except that
+// under the load protocol a run without a fold offset for its deployment
+// takes the model protocol's, as eppsim run would give it; on the
+// report's own runs, as eppsim run builds them
+// (replica.Calibration.IntervalsFor): a run of a fitted deployment from
+// the load protocol's errors, any other from the leave-one-model-out
+// errors, or else, for runs the calibration's folds do not predict, from
+// the calibration's recorded factors.
 func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error {
 	r.Coverage, r.Bounds = nil, nil
-	pools := map[string][]Row{}
+	modelOf := map[string]string{}
+	pools := map[string]ProtocolRows{}
+	for _, res := range r.Results {
+		modelOf[res.Experiment.ID] = res.Experiment.Model
+	}
+	for _, pr := range r.OutOfSample {
+		for _, res := range pr.Results {
+			modelOf[res.Experiment.ID] = res.Experiment.Model
+		}
+		pools[pr.Protocol.Name] = pr
+	}
 	for _, pr := range r.OutOfSample {
 		cases := make([]intervalCase, len(pr.Results))
 		for i, res := range pr.Results {
@@ -125,12 +136,24 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 				cases[i].off = pr.Offsets[i]
 			}
 		}
-		cov, _, err := coverage(ctx, pr.Protocol.Label, cases, otherModels(pr.Rows, cases), r.Calibration, o, workers)
+		factors := otherModels(pr.Rows, modelOf)
+		if model, ok := pools["model"]; ok && pr.Protocol.Name == "load" && len(r.Calibration.Offsets) > 0 {
+			// A run without a fold offset is not a fitted deployment to
+			// its fold: it takes the model-out errors, as IntervalsFor
+			// gives such a run.
+			withOffset, narrow, wide := offsetRuns(pr), factors, otherModels(model.Rows, modelOf)
+			factors = func(e *Experiment) map[string]replica.Interval {
+				if withOffset[e.ID] {
+					return narrow(e)
+				}
+				return wide(e)
+			}
+		}
+		cov, _, err := coverage(ctx, pr.Protocol.Label, cases, factors, r.Calibration, o, workers)
 		if err != nil {
 			return err
 		}
 		r.Coverage = append(r.Coverage, cov)
-		pools[pr.Protocol.Name] = pr.Rows
 	}
 	cases := make([]intervalCase, len(r.Results))
 	for i, res := range r.Results {
@@ -139,16 +162,16 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 	var factors func(*Experiment) map[string]replica.Interval
 	if lomo, ok := pools["model"]; ok {
 		// The runs the folds predict: each run's factors leave its own
-		// model's errors out (otherModels), from the pool of the protocol
-		// IntervalsFor would take them from; a run beyond the fit's TP
-		// sizes or GPUs is widened as eppsim run would widen it.
-		unseen, seen := otherModels(lomo, cases), otherModels(lomo, cases)
+		// model's errors out (otherModels), from the pool IntervalsFor
+		// would take them from; a run beyond the fit's TP sizes or GPUs
+		// is widened as eppsim run would widen it.
+		unseen, seen := otherModels(lomo.Rows, modelOf), otherModels(lomo.Rows, modelOf)
 		if load, ok := pools["load"]; ok && r.Calibration.SeenModels != nil {
-			seen = otherModels(load, cases)
+			seen = otherModels(load.Rows, modelOf) // SeenModelsOf's pool
 		}
 		factors = func(e *Experiment) map[string]replica.Interval {
 			base := unseen
-			if r.Calibration.SeenModels.Has(e.Model) {
+			if r.Calibration.FittedDeployment(placementOf(e)) {
 				base = seen
 			}
 			f, _ := r.Calibration.Widen(base(e), placementOf(e))

@@ -172,12 +172,13 @@ type Calibration struct {
 	// written before 2026-12-03's session 15.
 	Extrapolation map[string]Extrapolation `json:"extrapolation,omitempty"`
 	// SeenModels records the models the calibration was fitted on and the
-	// interval factors of a run of one of them at another load: the
-	// held-out errors of the protocol that left each model's highest-load
-	// runs out (calibrate --protocol load). A fleet of those models takes
-	// these factors instead of Intervals, which measure a model the fit
-	// never saw (IntervalsFor). Absent in files written before
-	// 2026-12-07's session 19, which give every model Intervals.
+	// interval factors of a run of a fitted deployment at another load:
+	// the held-out errors of the protocol that left each model's
+	// highest-load runs out (calibrate --protocol load). A fleet of
+	// deployments it has step offsets for (FittedDeployment) takes these
+	// factors instead of Intervals, which measure a model the fit never
+	// saw (IntervalsFor). Absent in files written before 2026-12-07's
+	// session 19, which give every run Intervals.
 	SeenModels *SeenModels `json:"seen_models,omitempty"`
 	// Offsets are the step offsets of the deployments the calibration was
 	// fitted on (docs/latency.md, "Deployment offsets"): a replica of one
@@ -188,7 +189,7 @@ type Calibration struct {
 }
 
 // SeenModels is a calibration's fitted models and the interval factors
-// of another load of one of them.
+// of another load of a fitted deployment.
 type SeenModels struct {
 	// Models are the Hugging Face ids of the fitted runs' models, sorted.
 	Models []string `json:"models"`
@@ -247,6 +248,21 @@ type Placement struct {
 	Model string
 	TP    int
 	GPU   string
+	// Engine and Weights complete the deployment (Deployment: the engine
+	// type, the weights' format), which a calibration's step offsets are
+	// keyed by.
+	Engine, Weights string
+}
+
+// PlacementOf is preset p's placement.
+func PlacementOf(p *Preset) Placement {
+	d := DeploymentOf(p)
+	return Placement{Model: d.Model, TP: d.TP, GPU: d.GPU, Engine: d.Engine, Weights: d.Weights}
+}
+
+// Deployment is the deployment p describes.
+func (p Placement) Deployment() Deployment {
+	return Deployment{Model: p.Model, GPU: p.GPU, TP: max(p.TP, 1), Engine: p.Engine, Weights: p.Weights}
 }
 
 // AxisValue is p's value on the axis of key ("tp": the TP size as a
@@ -269,39 +285,60 @@ func (p Placement) label(key string) string {
 // IntervalsFor is the interval factors of a run placed at at, the
 // protocol they come from (basis: "leave the highest load out" or "leave
 // one model out") and, per thing the run has that the fit never saw, a
-// sentence saying what the intervals rest on. A run whose every
-// placement runs a model the calibration was fitted on takes the factors
-// of another load of such a model (SeenModels); any other run those of a
-// model the fit never saw (Intervals), with a sentence naming each model
-// it was not fitted on. Either is then widened for TP sizes and GPUs
-// beyond the fit (Widen).
+// sentence saying what the intervals rest on. A run whose every placement
+// is a deployment the calibration has a step offset for (Offsets; by
+// model alone, SeenModels, in a calibration without offsets) takes the
+// factors of another load of such a deployment (SeenModels.Intervals);
+// any other run those of a model the fit never saw (Intervals), with a
+// sentence naming each model, or deployment of a fitted model, it was not
+// fitted on. Either is then widened for TP sizes and GPUs beyond the fit
+// (Widen).
 //
 // The choice, where the issue that asked for intervals is silent: an
 // interval should measure the error of the question the run asks. A run
-// of a model the fit saw, at a rate or on a workload it did not, is what
-// the load protocol predicted: a refit that saw the model's other runs.
-// The model-out errors answer another question, a model the fit never
-// saw, and carry that model's own bias besides.
+// of a fitted deployment, at a rate or on a workload the fit did not see,
+// is what the load protocol predicted: a refit that saw the deployment's
+// other runs, corrected by their offset. A fitted model on a new GPU or
+// TP size has no offset, and its error is not that; the model-out errors
+// are the nearer measure (docs/latency.md, "Intervals", says this was
+// decided after seeing the load protocol's coverage).
 func (c *Calibration) IntervalsFor(at ...Placement) (factors map[string]Interval, basis string, notes []string) {
 	base, basis := c.Intervals, "leave one model out"
-	seen := len(at) > 0 && c.SeenModels != nil && len(c.SeenModels.Intervals) > 0
+	fitted := len(at) > 0 && c.SeenModels != nil && len(c.SeenModels.Intervals) > 0
 	var unseen []string
 	for _, p := range at {
-		if !c.SeenModels.Has(p.Model) {
-			seen = false
+		switch {
+		case c.FittedDeployment(p):
+		case !c.SeenModels.Has(p.Model):
+			fitted = false
 			if c.SeenModels != nil && p.Model != "" && !slices.Contains(unseen, p.Model) {
 				unseen = append(unseen, p.Model)
+				notes = append(notes, fmt.Sprintf("%s is not a model the calibration was fitted on; the intervals are its leave-one-model-out errors", p.Model))
+			}
+		default:
+			fitted = false
+			if d := p.Deployment().String(); !slices.Contains(unseen, d) {
+				unseen = append(unseen, d)
+				notes = append(notes, fmt.Sprintf("%s is not a deployment the calibration was fitted on (it has no step offset); the intervals are its leave-one-model-out errors", d))
 			}
 		}
 	}
-	if seen {
+	if fitted {
 		base, basis = c.SeenModels.Intervals, "leave the highest load out"
-	}
-	for _, m := range unseen {
-		notes = append(notes, fmt.Sprintf("%s is not a model the calibration was fitted on; the intervals are its leave-one-model-out errors", m))
 	}
 	factors, more := c.Widen(base, at...)
 	return factors, basis, append(notes, more...)
+}
+
+// FittedDeployment reports whether a run placed at p is one the
+// calibration's narrow intervals (SeenModels.Intervals) describe: a
+// deployment it has a step offset for, or, in a calibration without
+// offsets, a model it was fitted on.
+func (c *Calibration) FittedDeployment(p Placement) bool {
+	if !c.SeenModels.Has(p.Model) {
+		return false
+	}
+	return len(c.Offsets) == 0 || HasOffset(c.Offsets, p.Deployment())
 }
 
 // Widen returns base (a copy; factors per latency metric) widened for

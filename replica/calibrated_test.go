@@ -701,6 +701,22 @@ func TestCalibrationIntervalsForSeenModels(t *testing.T) {
 			}
 		})
 	}
+	// With step offsets, only a deployment that has one takes the narrow
+	// factors: Llama-2-7B at TP 1 in float16 on vLLM does; at TP 2 (a TP
+	// size the fit saw) or in FP8 it does not, and is named.
+	withOff := c.Clone()
+	d := Deployment{Model: "meta-llama/Llama-2-7b-hf", GPU: "H100", TP: 1, Engine: "vllm", Weights: "float16"}
+	withOff.Offsets = []StepOffset{{Deployment: d, Runs: 4, Factor: 0.96}}
+	at := Placement{Model: d.Model, TP: 1, GPU: "H100", Engine: "vllm", Weights: "float16"}
+	if got, basis, notes := withOff.IntervalsFor(at); !reflect.DeepEqual(got, load) || basis != "leave the highest load out" || notes != nil {
+		t.Errorf("fitted deployment: %v, %q, %q", got, basis, notes)
+	}
+	for _, p := range []Placement{{Model: d.Model, TP: 2, GPU: "H100", Engine: "vllm", Weights: "float16"}, {Model: d.Model, TP: 1, GPU: "H100", Engine: "vllm", Weights: "fp8/8"}} {
+		want := p.Deployment().String() + " is not a deployment the calibration was fitted on (it has no step offset); the intervals are its leave-one-model-out errors"
+		if got, basis, notes := withOff.IntervalsFor(at, p); !reflect.DeepEqual(got, modelOut) || basis != "leave one model out" || !slices.Equal(notes, []string{want}) {
+			t.Errorf("%+v beside a fitted deployment: %v, %q, %q; want the model-out factors and %q", p, got, basis, notes, want)
+		}
+	}
 	// Without factors of another load, a seen model takes the model-out ones.
 	bare := c.Clone()
 	bare.SeenModels.Intervals = nil

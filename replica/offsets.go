@@ -39,9 +39,10 @@ func (d Deployment) Matches(o Deployment) bool {
 	return strings.EqualFold(d.Model, o.Model) && d.GPU == o.GPU && max(d.TP, 1) == max(o.TP, 1) && d.Engine == o.Engine && d.Weights == o.Weights
 }
 
-// String names d in sentences ("meta-llama/Llama-2-7b-hf on H100 at TP 1").
+// String names d in sentences ("meta-llama/Llama-2-7b-hf (float16, vllm)
+// on H100 at TP 1").
 func (d Deployment) String() string {
-	return fmt.Sprintf("%s on %s at TP %d", d.Model, d.GPU, max(d.TP, 1))
+	return fmt.Sprintf("%s (%s, %s) on %s at TP %d", d.Model, d.Weights, d.Engine, d.GPU, max(d.TP, 1))
 }
 
 // StepOffset is a deployment's step offset: the calibrated step model's
@@ -83,6 +84,16 @@ func OffsetFor(offs []StepOffset, d Deployment) float64 {
 		}
 	}
 	return 1
+}
+
+// HasOffset reports whether offs names deployment d.
+func HasOffset(offs []StepOffset, d Deployment) bool {
+	for _, o := range offs {
+		if o.Deployment.Matches(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkOffsets checks a file's offsets under field.

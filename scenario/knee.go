@@ -99,7 +99,7 @@ func fleetFactors(fleet []sim.ReplicaSpec) (*replica.Calibration, map[string]rep
 	id := c.ID()
 	for _, r := range fleet {
 		if rc := r.Preset.Calibration; rc != nil && (rc == c || rc.ID() == id) {
-			at = append(at, replica.Placement{Model: r.Preset.ModelRef, TP: r.Preset.TensorParallelSize, GPU: r.Preset.GPU.Name})
+			at = append(at, replica.PlacementOf(&r.Preset))
 		}
 	}
 	f, basis, notes := c.IntervalsFor(at...)
