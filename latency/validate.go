@@ -680,9 +680,9 @@ func (r *Report) Markdown() []byte {
 	if rc := r.Regimes(); len(rc) > 0 {
 		b.WriteString("\n## The knee: regime and intervals\n\nA run is on the right side of the knee when it is predicted overloaded (TTFT mean ≥ 10 s) exactly when " +
 			"the measurement is. A 90% interval is the prediction times the factors that bound 90% of the out-of-sample errors on other " +
-			"models' runs: those of the protocol's own predictions under each protocol; for a run of a model the calibration was fitted on, " +
-			"those of its leave-the-highest-load-out predictions (another load of a model it saw, as eppsim run builds them), for any other " +
-			"model its leave-one-model-out predictions; near the knee (utilization × the slow end of the ITL interval ≥ 0.9) it also spans the run simulated with every " +
+			"models' runs: those of the protocol's own predictions under each protocol; for a run of a deployment the calibration has a step offset for, " +
+			"those of its leave-the-highest-load-out predictions (another load of a deployment it saw, as eppsim run builds them), for any other " +
+			"run its leave-one-model-out predictions; near the knee (utilization × the slow end of the ITL interval ≥ 0.9) it also spans the run simulated with every " +
 			"step at both ends of that interval. A run at a utilization of " + strconv.FormatFloat(DrawsUtilization, 'g', -1, 64) + " or more is predicted by each metric's median over " + strconv.Itoa(KneeDraws) + " draws of its arrivals (seeds " +
 			strconv.FormatUint(r.Seed, 10) + " to " + strconv.FormatUint(r.Seed+KneeDraws-1, 10) + "), since there one draw's bursts decide the TTFT tail. Coverage is the share of measured whole-run values inside their intervals (target 85–95%).\n\n" +
 			"| predictions | right side of the knee | interval coverage | runs near the knee |\n|---|---:|---:|---:|\n")
