@@ -231,6 +231,9 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 			return nil, err
 		}
 	}
+	// The knee simulations' slow end for eppsim run: the full-batch
+	// errors of the runs measured past their knee (no fit sees them).
+	res.Calibration.FullBatch = FullBatchOf(res.Results)
 	rows := Rows(res.Results)
 	fitted := func(id string) bool {
 		return slices.ContainsFunc(runs, func(e *Experiment) bool { return e.ID == id })

@@ -88,6 +88,9 @@ type intervalCase struct {
 	res *Result
 	co  replica.Coefficients
 	off []replica.StepOffset
+	// fullBatch is the full-batch factor of the run's knee simulations
+	// (FullBatchError; 0: none): their slow end is at least this.
+	fullBatch float64
 }
 
 // coverage builds every case's intervals — factorsOf's factors for its
@@ -159,7 +162,9 @@ func (cov *Coverage) count(e *Experiment, b map[string]Bounds) {
 
 // runBounds is one prediction's intervals per metric (whole run): p·Low
 // to p·High of the factors, widened near the knee to the predictions of
-// the run simulated with every step Low and High times the ITL factors.
+// the run simulated with every step Low and High times the ITL factors,
+// High raised to the case's full-batch factor when that is larger (as
+// replica.Calibration.SlowEnd raises it for eppsim run).
 func runBounds(ctx context.Context, k intervalCase, f map[string]replica.Interval, c replica.Calibration, o Options, workers int) (map[string]Bounds, bool, error) {
 	p := k.res.Predicted["summary"]
 	out := map[string]Bounds{}
@@ -172,13 +177,14 @@ func runBounds(ctx context.Context, k intervalCase, f map[string]replica.Interva
 		out[m] = Bounds{Low: v * iv.Low, High: v * iv.High}
 	}
 	itl, ok := f["itl_mean"]
-	if !ok || !(k.res.Utilization*itl.High >= NearKnee) {
+	slow := max(itl.High, k.fullBatch)
+	if !ok || !(k.res.Utilization*slow >= NearKnee) {
 		return out, false, nil
 	}
 	fc := c
 	fc.Coefficients, fc.Offsets = k.co, k.off
 	ends := make([]Values, 2)
-	for i, scale := range []float64{itl.Low, itl.High} {
+	for i, scale := range []float64{itl.Low, slow} {
 		so := o
 		so.StepScale = scale
 		rs, err := SimulateAll(ctx, []*Experiment{k.res.Experiment}, fc, so, workers)

@@ -128,10 +128,15 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 		}
 		pools[pr.Protocol.Name] = pr
 	}
+	// The knee simulations' slow end: the full-batch errors of the
+	// report's runs measured past their knee, predicted by the
+	// calibration (no fit sees them, so they are out of sample under
+	// every protocol), each run taking those of other models only.
+	fullBatch := FullBatchErrors(r.Results)
 	for _, pr := range r.OutOfSample {
 		cases := make([]intervalCase, len(pr.Results))
 		for i, res := range pr.Results {
-			cases[i] = intervalCase{res: res, co: pr.Coefficients[i]}
+			cases[i] = intervalCase{res: res, co: pr.Coefficients[i], fullBatch: fullBatchFor(fullBatch, res.Experiment.Model)}
 			if i < len(pr.Offsets) {
 				cases[i].off = pr.Offsets[i]
 			}
@@ -158,6 +163,13 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 	cases := make([]intervalCase, len(r.Results))
 	for i, res := range r.Results {
 		cases[i] = intervalCase{res: res, co: r.Calibration.Coefficients, off: r.Calibration.Offsets}
+		if len(pools["model"].Results) > 0 {
+			cases[i].fullBatch = fullBatchFor(fullBatch, res.Experiment.Model)
+		} else {
+			// Runs the calibration's folds do not predict (a user's own):
+			// the calibration's factor, as eppsim run takes it.
+			cases[i].fullBatch = r.Calibration.SlowEnd(0)
+		}
 	}
 	var factors func(*Experiment) map[string]replica.Interval
 	if lomo, ok := pools["model"]; ok {
@@ -754,6 +766,20 @@ func (r *Report) Markdown() []byte {
 				verdict = "**no**"
 			}
 			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s |\n", o.ID, o.Measured/1000, o.Predicted/1000, verdict)
+		}
+	}
+	if fb := r.FullBatchRows(); len(fb) > 0 {
+		b.WriteString("\n## Decode at full batch\n\nThe overloaded runs whose prediction binds at max_num_seqs decode max_num_seqs sequences at nearly every step, " +
+			"real and simulated: their decode time per output token ((E2E mean − TTFT mean) / (output_len − 1)) checks the step time at full batch, " +
+			"which no fit sees. Where max_num_seqs binds, a request holds its slot for its decode, so the sustainable rate scales as the inverse " +
+			"of the decode time. A run's knee simulations are slowed to at least the largest ratio among other models' runs (docs/latency.md, \"The knee\").\n\n" +
+			"| run | decode measured (ms) | predicted (ms) | measured ÷ predicted | sustainable rate predicted (req/s) | at the measured decode |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, fr := range fb {
+			rate, at := "–", "–"
+			if fr.Rate > 0 {
+				rate, at = fmt.Sprintf("%.2f", fr.Rate), fmt.Sprintf("%.2f", fr.Rate/fr.Ratio)
+			}
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.3f | %s | %s |\n", fr.ID, fr.Measured, fr.Predicted, fr.Ratio, rate, at)
 		}
 	}
 

@@ -186,6 +186,33 @@ type Calibration struct {
 	// without them; ID names the coefficients alone. Absent in files
 	// written before 2026-12-07's session 19.
 	Offsets []StepOffset `json:"offsets,omitempty"`
+	// FullBatch is how much slower than predicted the calibration's runs
+	// measured past their knee decoded at full batch (docs/latency.md,
+	// "The knee"): the slow end of every knee simulation is at least its
+	// factor. Absent when no such run was given, and in files written
+	// before 2026-12-07's session 20.
+	FullBatch *FullBatch `json:"full_batch,omitempty"`
+}
+
+// FullBatch is the largest decode error at full batch among a
+// calibration's runs measured overloaded whose predictions bind at
+// max_num_seqs: measured ÷ predicted decode time per output token (whole
+// runs; no fit sees an overloaded run, so each is out of sample).
+type FullBatch struct {
+	// Factor is the largest ratio, Runs how many runs were compared.
+	Factor float64 `json:"factor"`
+	Runs   int     `json:"runs"`
+}
+
+// SlowEnd is the step-time factor of a knee simulation's slow end: the
+// step-time interval's high end itl, or the full-batch factor when that
+// is larger (a decode at full batch measured that much slower than
+// predicted).
+func (c *Calibration) SlowEnd(itl float64) float64 {
+	if c != nil && c.FullBatch != nil && c.FullBatch.Factor > itl {
+		return c.FullBatch.Factor
+	}
+	return itl
 }
 
 // SeenModels is a calibration's fitted models and the interval factors
@@ -487,6 +514,10 @@ func (c Calibration) Clone() Calibration {
 		c.SeenModels = &SeenModels{Models: slices.Clone(c.SeenModels.Models), Intervals: maps.Clone(c.SeenModels.Intervals)}
 	}
 	c.Offsets = slices.Clone(c.Offsets)
+	if c.FullBatch != nil {
+		fb := *c.FullBatch
+		c.FullBatch = &fb
+	}
 	if c.Folds != nil {
 		folds := make([]CalibrationFold, len(c.Folds))
 		for i, f := range c.Folds {
@@ -543,6 +574,14 @@ func ParseCalibration(data []byte, file string) (Calibration, error) {
 	}
 	if err := checkOffsets(c.Offsets, "offsets"); err != nil {
 		return Calibration{}, fmt.Errorf("%s: %w", file, err)
+	}
+	if fb := c.FullBatch; fb != nil {
+		if !(fb.Factor > 0) || math.IsInf(fb.Factor, 0) {
+			return Calibration{}, fmt.Errorf("%s: full_batch.factor: want a positive number, got %v", file, fb.Factor)
+		}
+		if fb.Runs < 1 {
+			return Calibration{}, fmt.Errorf("%s: full_batch.runs: want at least 1, got %d", file, fb.Runs)
+		}
 	}
 	for i, f := range c.Folds {
 		if err := f.Coefficients.Validate(); err != nil {

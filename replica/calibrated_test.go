@@ -567,6 +567,9 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 			for i := range a.Offsets {
 				a.Offsets[i].Factor = -1
 			}
+			if a.FullBatch != nil {
+				a.FullBatch.Factor = -1
+			}
 			for i := range a.Folds {
 				for k := range a.Folds[i].Offsets {
 					a.Folds[i].Offsets[k].Factor = -1
@@ -591,11 +594,14 @@ func TestEmbeddedCalibrationsAreCopies(t *testing.T) {
 	if s := DefaultCalibration().SeenModels; s == nil || len(s.Models) == 0 || len(s.Intervals) == 0 {
 		t.Fatal("the shipped calibration records no seen models: the test cannot check their copies")
 	}
+	if DefaultCalibration().FullBatch == nil {
+		t.Fatal("the shipped calibration records no full-batch factor: the test cannot check its copy")
+	}
 	cloned := map[string]bool{"Calibration.Fit": true, "Calibration.Intervals": true, "Calibration.Folds": true,
 		"CalibrationFold.Runs": true, "CalibrationFold.Weights": true,
 		"Calibration.Extrapolation": true, "Extrapolation.Seen": true, "Extrapolation.Intervals": true,
 		"Calibration.SeenModels": true, "SeenModels.Models": true, "SeenModels.Intervals": true,
-		"Calibration.Offsets": true, "CalibrationFold.Offsets": true}
+		"Calibration.Offsets": true, "CalibrationFold.Offsets": true, "Calibration.FullBatch": true}
 	for _, typ := range []reflect.Type{reflect.TypeFor[Calibration](), reflect.TypeFor[CalibrationFold](), reflect.TypeFor[Coefficients](), reflect.TypeFor[Interval](), reflect.TypeFor[Extrapolation](), reflect.TypeFor[SeenModels]()} {
 		for i := range typ.NumField() {
 			f := typ.Field(i)

@@ -113,3 +113,36 @@ func TestParseCalibrationOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCalibrationFullBatch: a full-batch factor must be a positive
+// number over at least one run; SlowEnd takes the larger of it and the
+// ITL factor, and the ITL factor alone without one (or without a
+// calibration).
+func TestParseCalibrationFullBatch(t *testing.T) {
+	const head = "name: x\ncoefficients: {step_us: 100, layer_us: 1, seq_us: 1, eta_weights: 0.7, eta_kv: 0.7, mfu: 0.5, roofline_exponent: 3, all_reduce_us: 5, eta_link: 0.8, ingest_us: 1000, ingest_jitter: 0.3}\n"
+	for _, tc := range []struct{ body, want string }{
+		{"full_batch: {factor: 1.52, runs: 3}\n", ""},
+		{"full_batch: {factor: 0, runs: 3}\n", "full_batch.factor: want a positive number"},
+		{"full_batch: {factor: -1.5, runs: 3}\n", "full_batch.factor: want a positive number"},
+		{"full_batch: {factor: 1.5, runs: 0}\n", "full_batch.runs: want at least 1"},
+		{"full_batch: {factor: 1.5, runs: 1, max: 2}\n", `unknown field "max"`},
+	} {
+		c, err := ParseCalibration([]byte(head+tc.body), "c.yaml")
+		if tc.want == "" {
+			if err != nil || c.FullBatch == nil || c.FullBatch.Factor != 1.52 || c.FullBatch.Runs != 3 {
+				t.Errorf("%s: %+v, %v", tc.body, c.FullBatch, err)
+			}
+			if c.SlowEnd(1.1) != 1.52 || c.SlowEnd(1.6) != 1.6 {
+				t.Errorf("SlowEnd: %v, %v; want 1.52 and 1.6", c.SlowEnd(1.1), c.SlowEnd(1.6))
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "c.yaml") {
+			t.Errorf("%s: got %v, want %q", tc.body, err, tc.want)
+		}
+	}
+	var none *Calibration
+	if none.SlowEnd(1.1) != 1.1 || (&Calibration{}).SlowEnd(1.1) != 1.1 {
+		t.Error("SlowEnd without a full-batch factor: want the ITL factor")
+	}
+}

@@ -139,9 +139,12 @@ func intervalsOf(fleet []sim.ReplicaSpec, s *report.Summary) *report.LatencyInte
 
 // StepScales returns the step-time factors of a run's knee simulations:
 // the ITL interval of the fleet's factors (the out-of-sample error of the
-// decode step, fleetFactors), and whether the run is near its knee, its
-// busiest replica reaching NearKnee with steps at the slow end. ok is
-// false when the run has no knee or its calibration no factors.
+// decode step, fleetFactors), its slow end raised to the calibration's
+// full-batch factor when that is larger (replica.Calibration.SlowEnd: a
+// decode at full batch measured that much slower than predicted), and
+// whether the run is near its knee, its busiest replica reaching
+// NearKnee with steps at the slow end. ok is false when the run has no
+// knee or its calibration no factors.
 func StepScales(fleet []sim.ReplicaSpec, s *report.Summary) (low, high float64, near, ok bool) {
 	c, f, _, _ := fleetFactors(fleet)
 	if c == nil || s.Knee == nil || !s.Knee.BusiestUtilization.Defined() {
@@ -151,7 +154,8 @@ func StepScales(fleet []sim.ReplicaSpec, s *report.Summary) (low, high float64, 
 	if !has {
 		return 0, 0, false, false
 	}
-	return itl.Low, itl.High, s.Knee.BusiestUtilization.Float()*itl.High >= NearKnee, true
+	high = c.SlowEnd(itl.High)
+	return itl.Low, high, s.Knee.BusiestUtilization.Float()*high >= NearKnee, true
 }
 
 // WidenIntervals widens s's intervals to the headline latencies of the

@@ -161,3 +161,27 @@ func TestFleetFactorsBeyondTheCalibration(t *testing.T) {
 		t.Errorf("TP 8 fleet's scales %v %v", low, high)
 	}
 }
+
+// TestStepScalesFullBatch: the knee simulations' slow end is the larger
+// of the ITL factor (1.15) and the calibration's full-batch factor; a
+// run at utilization 0.7 is not near its knee at 1.15 (0.805) but is at
+// 1.3 (0.91 ≥ 0.9); a full-batch factor below 1.15 changes nothing.
+func TestStepScalesFullBatch(t *testing.T) {
+	c := &replica.Calibration{Name: "x", Intervals: map[string]replica.Interval{"itl_mean": {Low: 0.8, High: 1.15, Runs: 26}}}
+	p := replica.Preset{TensorParallelSize: 1, Calibration: c}
+	p.GPU.Name = "H100"
+	fleet := []sim.ReplicaSpec{{Preset: p}}
+	s := &report.Summary{}
+	s.Knee = &report.Knee{BusiestUtilization: 0.7}
+	if _, high, near, ok := StepScales(fleet, s); !ok || high != 1.15 || near {
+		t.Errorf("no full-batch factor: high %v near %v ok %v; want 1.15, not near", high, near, ok)
+	}
+	c.FullBatch = &replica.FullBatch{Factor: 1.3, Runs: 3}
+	if low, high, near, ok := StepScales(fleet, s); !ok || low != 0.8 || high != 1.3 || !near {
+		t.Errorf("full-batch 1.3: %v %v %v %v; want 0.8, 1.3, near", low, high, near, ok)
+	}
+	c.FullBatch.Factor = 1.1
+	if _, high, near, _ := StepScales(fleet, s); high != 1.15 || near {
+		t.Errorf("full-batch 1.1: high %v near %v; want 1.15, not near", high, near)
+	}
+}

@@ -320,6 +320,13 @@ func printOverloaded(w io.Writer, rep *latency.Report) {
 			fmt.Fprintf(w, "  not: %s (measured %.1f s, predicted %.1f s)\n", o.ID, o.Measured/1000, o.Predicted/1000)
 		}
 	}
+	if fb := rep.FullBatchRows(); len(fb) > 0 {
+		fmt.Fprintln(w, "decode at full batch (overloaded runs whose prediction binds at max_num_seqs; no fit sees them):")
+		for _, r := range fb {
+			fmt.Fprintf(w, "  %s: %s\n", r.ID, r.Sentence())
+		}
+		fmt.Fprintln(w, "  a run's knee simulations are slowed to at least the largest of these on another model's runs")
+	}
 }
 
 type calibrateFlags struct {

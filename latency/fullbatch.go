@@ -1,0 +1,112 @@
+package latency
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/eppsim/eppsim/replica"
+)
+
+// FullBatchError is one run's decode error at full batch: a run measured
+// overloaded whose prediction binds at max_num_seqs, so that both the
+// real engine and the simulated one decode max_num_seqs sequences at
+// every step for most of the run. Ratio is measured ÷ predicted decode
+// time per output token (itl_mean, whole run). No fit sees an overloaded
+// run, so every such ratio is out of sample (docs/latency.md, "The
+// knee").
+type FullBatchError struct {
+	ID, Model string
+	Ratio     float64
+}
+
+// FullBatchErrors returns the full-batch decode errors of results, in
+// their order: the runs measured overloaded whose predictions bind at
+// max_num_seqs and whose decode time both sides define. A run bound by
+// its KV blocks is left out: it decodes fewer sequences than its slots
+// and preempts, which is not the step time at full batch.
+func FullBatchErrors(results []*Result) []FullBatchError {
+	var out []FullBatchError
+	for _, r := range results {
+		e := r.Experiment
+		if !e.HasMeasurement() || !e.Overloaded() || r.Knee == nil || r.Knee.Binding != replica.LimitMaxNumSeqs {
+			continue
+		}
+		a, ok := e.MeasuredValues("summary")["itl_mean"]
+		p := r.Predicted["summary"]["itl_mean"]
+		if !ok || !(a > 0) || !(p > 0) {
+			continue
+		}
+		out = append(out, FullBatchError{ID: e.ID, Model: e.Model, Ratio: a / p})
+	}
+	return out
+}
+
+// FullBatchOf is a calibration's full-batch factor from its predictions
+// of results: the largest ratio of FullBatchErrors, rounded to 4
+// decimals; nil when no run qualifies.
+func FullBatchOf(results []*Result) *replica.FullBatch {
+	errs := FullBatchErrors(results)
+	if len(errs) == 0 {
+		return nil
+	}
+	fb := &replica.FullBatch{Runs: len(errs)}
+	for _, fe := range errs {
+		fb.Factor = max(fb.Factor, fe.Ratio)
+	}
+	fb.Factor = round(fb.Factor, 4)
+	return fb
+}
+
+// fullBatchFor is the full-batch factor of a run of model: the largest
+// ratio among errs on other models' runs (no run's knee simulations are
+// slowed by its own model's error), 0 when there is none.
+func fullBatchFor(errs []FullBatchError, model string) float64 {
+	var f float64
+	for _, fe := range errs {
+		if !strings.EqualFold(fe.Model, model) {
+			f = max(f, fe.Ratio)
+		}
+	}
+	return f
+}
+
+// FullBatchRows are the report's full-batch errors with what each says
+// about the knee: the run's predicted sustainable rate (requests/s, its
+// busiest engine's) and that rate divided by the ratio, the rate at the
+// measured decode time when max_num_seqs binds (a request holds its slot
+// for its decode, which dominates a long answer: the rate scales as the
+// inverse of the decode time).
+func (r *Report) FullBatchRows() []FullBatchRow {
+	var out []FullBatchRow
+	byID := map[string]*Result{}
+	for _, res := range r.Results {
+		byID[res.Experiment.ID] = res
+	}
+	for _, fe := range FullBatchErrors(r.Results) {
+		res := byID[fe.ID]
+		row := FullBatchRow{FullBatchError: fe, Measured: res.Experiment.MeasuredValues("summary")["itl_mean"], Predicted: res.Predicted["summary"]["itl_mean"]}
+		if k := res.Knee; k != nil && k.MaxRequestsPerS.Defined() {
+			row.Rate = k.MaxRequestsPerS.Float()
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// FullBatchRow is one line of FullBatchRows.
+type FullBatchRow struct {
+	FullBatchError
+	// Measured and Predicted are the decode time per output token (ms);
+	// Rate the predicted sustainable rate (requests/s; 0: unknown).
+	Measured, Predicted, Rate float64
+}
+
+// Sentence says the row in words: the decode times, the ratio and the
+// sustainable rates.
+func (fr FullBatchRow) Sentence() string {
+	s := fmt.Sprintf("decode %.1f ms per token measured, %.1f predicted (×%.3f)", fr.Measured, fr.Predicted, fr.Ratio)
+	if fr.Rate > 0 {
+		s += fmt.Sprintf("; sustainable rate %.2f requests/s predicted, about %.2f at the measured decode", fr.Rate, fr.Rate/fr.Ratio)
+	}
+	return s
+}
