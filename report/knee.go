@@ -88,6 +88,12 @@ func kneeSentence(r NamedSummary) string {
 		fmt.Fprintf(&b, "near saturation: the busiest replica, %s, runs at %.0f%% of its sustainable rate", k.BusiestReplica, 100*u)
 	}
 	fmt.Fprintf(&b, ", bound by %s", k.Binding)
+	if iv := r.Summary.Intervals; u < 1 && iv != nil && len(iv.Scales) == 2 && iv.Scales[1].Defined() && iv.Scales[1] > 1 {
+		// Why it counts as near: the rate a replica sustains falls as its
+		// steps slow, so at the slow end of the step time's interval the
+		// same load is that much nearer the knee.
+		fmt.Fprintf(&b, " (about %.0f%% with every step ×%.3g, the slow end of the step time's interval)", 100*u*iv.Scales[1].Float(), iv.Scales[1].Float())
+	}
 	if iv := r.Summary.Intervals; iv != nil && iv.TTFTP99[0].Defined() && iv.TTFTP99[1].Defined() {
 		fmt.Fprintf(&b, "; TTFT p99 between %s and %s (90%% interval)", seconds(iv.TTFTP99[0].Float()), seconds(iv.TTFTP99[1].Float()))
 	}

@@ -25,4 +25,11 @@ func TestKneeSentence(t *testing.T) {
 			t.Errorf("utilization %v: %q, want %q", tc.u, got, tc.want)
 		}
 	}
+	// With the knee simulations' scales: 0.77 × 1.52 = 1.17, so 117%.
+	r := mk(0.77, true)
+	r.Summary.Intervals.Scales = []Num{0.725, 1.5227}
+	want := "default: near saturation: the busiest replica, vllm-3, runs at 77% of its sustainable rate, bound by max_num_seqs (about 117% with every step ×1.52, the slow end of the step time's interval); TTFT p99 between 0.42 s and 9.1 s (90% interval); the fleet sustains about 22.20 requests/s (69% used)."
+	if got := kneeSentence(r); got != want {
+		t.Errorf("with scales: %q, want %q", got, want)
+	}
 }
