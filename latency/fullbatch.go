@@ -5,12 +5,14 @@ import (
 	"strings"
 
 	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/replica/sglang"
 )
 
 // FullBatchError is one run's decode error at full batch: a run measured
-// overloaded whose prediction binds at max_num_seqs, so that both the
-// real engine and the simulated one decode max_num_seqs sequences at
-// every step for most of the run. Ratio is measured ÷ predicted decode
+// overloaded whose prediction binds at its slots (vLLM's max_num_seqs,
+// SGLang's max_running_requests), so that both the real engine and the
+// simulated one decode that many sequences at every step for most of the
+// run. Ratio is measured ÷ predicted decode
 // time per output token (itl_mean, whole run). No fit sees an overloaded
 // run, so every such ratio is out of sample (docs/latency.md, "The
 // knee").
@@ -28,7 +30,7 @@ func FullBatchErrors(results []*Result) []FullBatchError {
 	var out []FullBatchError
 	for _, r := range results {
 		e := r.Experiment
-		if !e.HasMeasurement() || !e.Overloaded() || r.Knee == nil || r.Knee.Binding != replica.LimitMaxNumSeqs {
+		if !e.HasMeasurement() || !e.Overloaded() || r.Knee == nil || !slotsBind(r.Knee.Binding) {
 			continue
 		}
 		a, ok := e.MeasuredValues("summary")["itl_mean"]
@@ -109,4 +111,10 @@ func (fr FullBatchRow) Sentence() string {
 		s += fmt.Sprintf("; sustainable rate %.2f requests/s predicted, about %.2f at the measured decode", fr.Rate, fr.Rate/fr.Ratio)
 	}
 	return s
+}
+
+// slotsBind reports whether binding is an engine's limit on running
+// requests: vLLM's max_num_seqs or SGLang's max_running_requests.
+func slotsBind(binding string) bool {
+	return binding == replica.LimitMaxNumSeqs || binding == sglang.LimitMaxRunningRequests
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/eppsim/eppsim/replica"
+	"github.com/eppsim/eppsim/replica/sglang"
 	"github.com/eppsim/eppsim/report"
 )
 
@@ -51,7 +52,8 @@ type fullBatchRun = struct {
 }
 
 // TestFullBatchErrors: only runs measured overloaded whose prediction
-// binds at max_num_seqs count (a KV-bound run preempts, a sustained run
+// binds at the engine's slots (max_num_seqs, SGLang's
+// max_running_requests) count (a KV-bound run preempts, a sustained run
 // is not at full batch, a run without a knee says nothing); the factor
 // is the largest ratio, and a run of a model takes the largest among the
 // other models' runs (compared without regard to case).
@@ -62,20 +64,21 @@ func TestFullBatchErrors(t *testing.T) {
 		fullBatchRun{"c-sustained", "Org/C", replica.LimitMaxNumSeqs, false, 2.0},
 		fullBatchRun{"c", "Org/C", replica.LimitMaxNumSeqs, true, 1.2},
 		fullBatchRun{"d-noknee", "Org/D", "", true, 3.0},
+		fullBatchRun{"e-sglang", "Org/E", sglang.LimitMaxRunningRequests, true, 1.1},
 	)
 	errs := FullBatchErrors(rs)
 	var ids []string
 	for _, fe := range errs {
 		ids = append(ids, fe.ID)
 	}
-	if got := strings.Join(ids, ","); got != "a,c" {
-		t.Fatalf("full-batch runs %q, want a,c", got)
+	if got := strings.Join(ids, ","); got != "a,c,e-sglang" {
+		t.Fatalf("full-batch runs %q, want a,c,e-sglang", got)
 	}
 	if math.Abs(errs[0].Ratio-1.5) > 1e-9 || math.Abs(errs[1].Ratio-1.2) > 1e-9 {
 		t.Errorf("ratios %+v, want 1.5 and 1.2", errs)
 	}
-	if fb := FullBatchOf(rs); fb == nil || fb.Factor != 1.5 || fb.Runs != 2 {
-		t.Errorf("FullBatchOf %+v, want factor 1.5 over 2 runs", fb)
+	if fb := FullBatchOf(rs); fb == nil || fb.Factor != 1.5 || fb.Runs != 3 {
+		t.Errorf("FullBatchOf %+v, want factor 1.5 over 3 runs", fb)
 	}
 	for model, want := range map[string]float64{"Org/A": 1.2, "org/a": 1.2, "Org/C": 1.5, "Org/D": 1.5} {
 		if got := fullBatchFor(errs, model); math.Abs(got-want) > 1e-9 {
@@ -92,7 +95,7 @@ func TestFullBatchErrors(t *testing.T) {
 	// predicted rate over the ratio, 4 / 1.5.
 	rep := &Report{Results: rs}
 	rows := rep.FullBatchRows()
-	if len(rows) != 2 || rows[0].Rate != 4 || !strings.Contains(rows[0].Sentence(), "about 2.67 at the measured decode") || !strings.Contains(rows[0].Sentence(), "(×1.500)") {
+	if len(rows) != 3 || rows[0].Rate != 4 || !strings.Contains(rows[0].Sentence(), "about 2.67 at the measured decode") || !strings.Contains(rows[0].Sentence(), "(×1.500)") {
 		t.Errorf("rows %+v: %q", rows, rows[0].Sentence())
 	}
 }

@@ -195,8 +195,8 @@ type Calibration struct {
 }
 
 // FullBatch is the largest decode error at full batch among a
-// calibration's runs measured overloaded whose predictions bind at
-// max_num_seqs: measured ÷ predicted decode time per output token (whole
+// calibration's runs measured overloaded whose predictions bind at the
+// engine's slots (max_num_seqs; SGLang's max_running_requests): measured ÷ predicted decode time per output token (whole
 // runs; no fit sees an overloaded run, so each is out of sample).
 type FullBatch struct {
 	// Factor is the largest ratio, Runs how many runs were compared.
