@@ -783,6 +783,16 @@ func (r *Report) Markdown() []byte {
 		}
 	}
 
+	if rs := DecodeRises(r.Results); len(rs) > 0 {
+		mean, median, _ := RiseErrors(rs)
+		fmt.Fprintf(&b, "\n## Decode under load\n\nDecode time per output token in each run's last load stage ÷ its first, measured and predicted "+
+			"(runs with two or more stages, not overloaded; %s): |predicted ÷ measured − 1| has a mean of %.1f%% and a median of %.1f%%.\n\n"+
+			"| run | rise measured | predicted | predicted ÷ measured − 1 |\n|---|---:|---:|---:|\n", r.SampleLabel(), mean, median)
+		for _, d := range rs {
+			fmt.Fprintf(&b, "| %s | ×%.3f | ×%.3f | %+.1f%% |\n", d.ID, d.Measured, d.Predicted, 100*d.Error())
+		}
+	}
+
 	b.WriteString("\n## Every run (whole run)\n\nUtilization is the busiest stage's rate, per engine, over the sustainable rate eppsim estimates for the run's mean request " +
 		"(docs/latency.md, \"The knee\"), with the limit that binds there (an SGLang run's by SGLang's flags).\n\n| run | engine | GPU | TP | utilization (binding) |")
 	for _, m := range HeadlineMetrics {

@@ -184,6 +184,7 @@ func validateLatencyMain(cmd *cobra.Command, f *validateLatencyFlags, paths []st
 	printMAPE(w, "MAPE", append([]mapeRow{{"eppsim, " + rep.SampleLabel(), rep.MAPEs()}}, protocolRows(rep)...)...)
 	printMedians(w, rep)
 	printKnee(w, rep)
+	printDecodeRise(w, rep)
 	printOthers(w, rep)
 	printOverloaded(w, rep)
 	fmt.Fprintf(w, "\nwrote %s, %s, %s, %s.svg/png in %s\n", latency.CSVFile, latency.OOSFile, latency.MarkdownFile, latency.PlotName, f.out)
@@ -301,6 +302,35 @@ func printOthers(w io.Writer, rep *latency.Report) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+// printDecodeRise prints how the predicted decode time per token rises
+// from each run's first load stage to its last against the measured rise,
+// in sample and under each protocol.
+func printDecodeRise(w io.Writer, rep *latency.Report) {
+	sets := []struct {
+		label   string
+		results []*latency.Result
+	}{{rep.SampleLabel(), rep.Results}}
+	for _, pr := range rep.OutOfSample {
+		sets = append(sets, struct {
+			label   string
+			results []*latency.Result
+		}{pr.Protocol.Label, pr.Results})
+	}
+	head := false
+	for _, set := range sets {
+		rs := latency.DecodeRises(set.results)
+		if len(rs) == 0 {
+			continue
+		}
+		if !head {
+			fmt.Fprintln(w, "\ndecode time per token from the first load stage to the last (last ÷ first): |predicted rise ÷ measured − 1|")
+			head = true
+		}
+		mean, median, worst := latency.RiseErrors(rs)
+		fmt.Fprintf(w, "  %s: %d runs, mean %.1f%%, median %.1f%%; largest %s, measured ×%.3f, predicted ×%.3f\n", set.label, len(rs), mean, median, worst.ID, worst.Measured, worst.Predicted)
+	}
 }
 
 func printOverloaded(w io.Writer, rep *latency.Report) {
@@ -621,6 +651,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	printMAPE(w, "MAPE", rows...)
 	printMedians(w, rep)
 	printKnee(w, rep)
+	printDecodeRise(w, rep)
 	printOthers(w, rep)
 	printOverloaded(w, rep)
 	if f.report != "" {
