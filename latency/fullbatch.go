@@ -12,18 +12,35 @@ import (
 // overloaded whose prediction binds at its slots (vLLM's max_num_seqs,
 // SGLang's max_running_requests), so that both the real engine and the
 // simulated one decode that many sequences at every step for most of the
-// run. Ratio is measured ÷ predicted decode
-// time per output token (itl_mean, whole run). No fit sees an overloaded
-// run, so every such ratio is out of sample (docs/latency.md, "The
+// run. No fit sees an overloaded run, so every such error is out of
+// sample for the calibration that predicted it (docs/latency.md, "The
 // knee").
 type FullBatchError struct {
 	ID, Model string
-	Ratio     float64
+	// Measured and Predicted are the decode time per output token
+	// (itl_mean, whole run, ms); Rate the predicted sustainable rate of
+	// the run's busiest engine (requests/s; 0: unknown).
+	Measured, Predicted, Rate float64
+}
+
+// Ratio is measured ÷ predicted decode time per output token.
+func (fe FullBatchError) Ratio() float64 { return fe.Measured / fe.Predicted }
+
+// Sentence says the error in words: the decode times, the ratio and the
+// sustainable rate, predicted and at the measured decode time (where the
+// slots bind, a request holds its slot for its decode, which dominates a
+// long answer, so the rate scales as the inverse of the decode time).
+func (fe FullBatchError) Sentence() string {
+	s := fmt.Sprintf("decode %.1f ms per token measured, %.1f predicted (×%.3f)", fe.Measured, fe.Predicted, fe.Ratio())
+	if fe.Rate > 0 {
+		s += fmt.Sprintf("; sustainable rate %.2f requests/s predicted, about %.2f at the measured decode", fe.Rate, fe.Rate/fe.Ratio())
+	}
+	return s
 }
 
 // FullBatchErrors returns the full-batch decode errors of results, in
 // their order: the runs measured overloaded whose predictions bind at
-// max_num_seqs and whose decode time both sides define. A run bound by
+// their slots and whose decode time both sides define. A run bound by
 // its KV blocks is left out: it decodes fewer sequences than its slots
 // and preempts, which is not the step time at full batch.
 func FullBatchErrors(results []*Result) []FullBatchError {
@@ -38,7 +55,11 @@ func FullBatchErrors(results []*Result) []FullBatchError {
 		if !ok || !(a > 0) || !(p > 0) {
 			continue
 		}
-		out = append(out, FullBatchError{ID: e.ID, Model: e.Model, Ratio: a / p})
+		fe := FullBatchError{ID: e.ID, Model: e.Model, Measured: a, Predicted: p}
+		if r.Knee.MaxRequestsPerS.Defined() {
+			fe.Rate = r.Knee.MaxRequestsPerS.Float()
+		}
+		out = append(out, fe)
 	}
 	return out
 }
@@ -53,7 +74,7 @@ func FullBatchOf(results []*Result) *replica.FullBatch {
 	}
 	fb := &replica.FullBatch{Runs: len(errs)}
 	for _, fe := range errs {
-		fb.Factor = max(fb.Factor, fe.Ratio)
+		fb.Factor = max(fb.Factor, fe.Ratio())
 	}
 	fb.Factor = round(fb.Factor, 4)
 	return fb
@@ -66,51 +87,10 @@ func fullBatchFor(errs []FullBatchError, model string) float64 {
 	var f float64
 	for _, fe := range errs {
 		if !strings.EqualFold(fe.Model, model) {
-			f = max(f, fe.Ratio)
+			f = max(f, fe.Ratio())
 		}
 	}
 	return f
-}
-
-// FullBatchRows are the report's full-batch errors with what each says
-// about the knee: the run's predicted sustainable rate (requests/s, its
-// busiest engine's) and that rate divided by the ratio, the rate at the
-// measured decode time when max_num_seqs binds (a request holds its slot
-// for its decode, which dominates a long answer: the rate scales as the
-// inverse of the decode time).
-func (r *Report) FullBatchRows() []FullBatchRow {
-	var out []FullBatchRow
-	byID := map[string]*Result{}
-	for _, res := range r.Results {
-		byID[res.Experiment.ID] = res
-	}
-	for _, fe := range FullBatchErrors(r.Results) {
-		res := byID[fe.ID]
-		row := FullBatchRow{FullBatchError: fe, Measured: res.Experiment.MeasuredValues("summary")["itl_mean"], Predicted: res.Predicted["summary"]["itl_mean"]}
-		if k := res.Knee; k != nil && k.MaxRequestsPerS.Defined() {
-			row.Rate = k.MaxRequestsPerS.Float()
-		}
-		out = append(out, row)
-	}
-	return out
-}
-
-// FullBatchRow is one line of FullBatchRows.
-type FullBatchRow struct {
-	FullBatchError
-	// Measured and Predicted are the decode time per output token (ms);
-	// Rate the predicted sustainable rate (requests/s; 0: unknown).
-	Measured, Predicted, Rate float64
-}
-
-// Sentence says the row in words: the decode times, the ratio and the
-// sustainable rates.
-func (fr FullBatchRow) Sentence() string {
-	s := fmt.Sprintf("decode %.1f ms per token measured, %.1f predicted (×%.3f)", fr.Measured, fr.Predicted, fr.Ratio)
-	if fr.Rate > 0 {
-		s += fmt.Sprintf("; sustainable rate %.2f requests/s predicted, about %.2f at the measured decode", fr.Rate, fr.Rate/fr.Ratio)
-	}
-	return s
 }
 
 // slotsBind reports whether binding is an engine's limit on running

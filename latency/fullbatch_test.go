@@ -74,7 +74,7 @@ func TestFullBatchErrors(t *testing.T) {
 	if got := strings.Join(ids, ","); got != "a,c,e-sglang" {
 		t.Fatalf("full-batch runs %q, want a,c,e-sglang", got)
 	}
-	if math.Abs(errs[0].Ratio-1.5) > 1e-9 || math.Abs(errs[1].Ratio-1.2) > 1e-9 {
+	if math.Abs(errs[0].Ratio()-1.5) > 1e-9 || math.Abs(errs[1].Ratio()-1.2) > 1e-9 {
 		t.Errorf("ratios %+v, want 1.5 and 1.2", errs)
 	}
 	if fb := FullBatchOf(rs); fb == nil || fb.Factor != 1.5 || fb.Runs != 3 {
@@ -93,8 +93,7 @@ func TestFullBatchErrors(t *testing.T) {
 	}
 	// The report's lines: the rate at the measured decode is the
 	// predicted rate over the ratio, 4 / 1.5.
-	rep := &Report{Results: rs}
-	rows := rep.FullBatchRows()
+	rows := errs
 	if len(rows) != 3 || rows[0].Rate != 4 || !strings.Contains(rows[0].Sentence(), "about 2.67 at the measured decode") || !strings.Contains(rows[0].Sentence(), "(×1.500)") {
 		t.Errorf("rows %+v: %q", rows, rows[0].Sentence())
 	}

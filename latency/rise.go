@@ -44,22 +44,18 @@ func DecodeRises(results []*Result) []DecodeRise {
 
 // RiseErrors summarises rises: the mean and the median of |Error| (%) and
 // the largest by magnitude; NaN without rises.
-func RiseErrors(rs []DecodeRise) (mean, median float64, worst DecodeRise) {
+func RiseErrors(rs []DecodeRise) (meanAbs, medianAbs float64, worst DecodeRise) {
 	if len(rs) == 0 {
 		return math.NaN(), math.NaN(), DecodeRise{}
 	}
 	abs := make([]float64, len(rs))
+	worst = rs[0]
 	for i, d := range rs {
 		abs[i] = 100 * math.Abs(d.Error())
-		mean += abs[i] / float64(len(rs))
-		if math.Abs(d.Error()) > math.Abs(worst.Error()) || worst.Measured == 0 {
+		if math.Abs(d.Error()) > math.Abs(worst.Error()) {
 			worst = d
 		}
 	}
 	slices.Sort(abs)
-	median = abs[len(abs)/2]
-	if len(abs)%2 == 0 {
-		median = (abs[len(abs)/2-1] + abs[len(abs)/2]) / 2
-	}
-	return mean, median, worst
+	return mean(abs), percentile(abs, 50), worst
 }

@@ -768,18 +768,18 @@ func (r *Report) Markdown() []byte {
 			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s |\n", o.ID, o.Measured/1000, o.Predicted/1000, verdict)
 		}
 	}
-	if fb := r.FullBatchRows(); len(fb) > 0 {
-		b.WriteString("\n## Decode at full batch\n\nThe overloaded runs whose prediction binds at max_num_seqs decode max_num_seqs sequences at nearly every step, " +
+	if fb := FullBatchErrors(r.Results); len(fb) > 0 {
+		b.WriteString("\n## Decode at full batch\n\nThe overloaded runs whose prediction binds at their slots (max_num_seqs) decode that many sequences at nearly every step, " +
 			"real and simulated: their decode time per output token ((E2E mean − TTFT mean) / (output_len − 1)) checks the step time at full batch, " +
-			"which no fit sees. Where max_num_seqs binds, a request holds its slot for its decode, so the sustainable rate scales as the inverse " +
+			"which no fit sees. Where the slots bind, a request holds its slot for its decode, so the sustainable rate scales as the inverse " +
 			"of the decode time. A run's knee simulations are slowed to at least the largest ratio among other models' runs (docs/latency.md, \"The knee\").\n\n" +
 			"| run | decode measured (ms) | predicted (ms) | measured ÷ predicted | sustainable rate predicted (req/s) | at the measured decode |\n|---|---:|---:|---:|---:|---:|\n")
 		for _, fr := range fb {
 			rate, at := "–", "–"
 			if fr.Rate > 0 {
-				rate, at = fmt.Sprintf("%.2f", fr.Rate), fmt.Sprintf("%.2f", fr.Rate/fr.Ratio)
+				rate, at = fmt.Sprintf("%.2f", fr.Rate), fmt.Sprintf("%.2f", fr.Rate/fr.Ratio())
 			}
-			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.3f | %s | %s |\n", fr.ID, fr.Measured, fr.Predicted, fr.Ratio, rate, at)
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.3f | %s | %s |\n", fr.ID, fr.Measured, fr.Predicted, fr.Ratio(), rate, at)
 		}
 	}
 

@@ -308,15 +308,13 @@ func printOthers(w io.Writer, rep *latency.Report) {
 // from each run's first load stage to its last against the measured rise,
 // in sample and under each protocol.
 func printDecodeRise(w io.Writer, rep *latency.Report) {
-	sets := []struct {
+	type set struct {
 		label   string
 		results []*latency.Result
-	}{{rep.SampleLabel(), rep.Results}}
+	}
+	sets := []set{{rep.SampleLabel(), rep.Results}}
 	for _, pr := range rep.OutOfSample {
-		sets = append(sets, struct {
-			label   string
-			results []*latency.Result
-		}{pr.Protocol.Label, pr.Results})
+		sets = append(sets, set{pr.Protocol.Label, pr.Results})
 	}
 	head := false
 	for _, set := range sets {
@@ -350,7 +348,7 @@ func printOverloaded(w io.Writer, rep *latency.Report) {
 			fmt.Fprintf(w, "  not: %s (measured %.1f s, predicted %.1f s)\n", o.ID, o.Measured/1000, o.Predicted/1000)
 		}
 	}
-	if fb := rep.FullBatchRows(); len(fb) > 0 {
+	if fb := latency.FullBatchErrors(rep.Results); len(fb) > 0 {
 		fmt.Fprintln(w, "decode at full batch (overloaded runs whose prediction binds at max_num_seqs; no fit sees them):")
 		for _, r := range fb {
 			fmt.Fprintf(w, "  %s: %s\n", r.ID, r.Sentence())
