@@ -17,10 +17,21 @@ import (
 // knee").
 type FullBatchError struct {
 	ID, Model string
+	TP        int
 	// Measured and Predicted are the decode time per output token
 	// (itl_mean, whole run, ms); Rate the predicted sustainable rate of
 	// the run's busiest engine (requests/s; 0: unknown).
 	Measured, Predicted, Rate float64
+}
+
+// Short names the run by its model (the name after the organisation)
+// and TP size, for lists that name several runs on one line.
+func (fe FullBatchError) Short() string {
+	m := fe.Model
+	if i := strings.LastIndex(m, "/"); i >= 0 {
+		m = m[i+1:]
+	}
+	return fmt.Sprintf("%s TP %d", m, fe.TP)
 }
 
 // Ratio is measured ÷ predicted decode time per output token.
@@ -55,7 +66,7 @@ func FullBatchErrors(results []*Result) []FullBatchError {
 		if !ok || !(a > 0) || !(p > 0) {
 			continue
 		}
-		fe := FullBatchError{ID: e.ID, Model: e.Model, Measured: a, Predicted: p}
+		fe := FullBatchError{ID: e.ID, Model: e.Model, TP: e.TP, Measured: a, Predicted: p}
 		if r.Knee.MaxRequestsPerS.Defined() {
 			fe.Rate = r.Knee.MaxRequestsPerS.Float()
 		}

@@ -177,3 +177,177 @@ func TestSetCoverageFullBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestOutOfSampleFoldFullBatch: each fold predicts the file's overloaded
+// runs with its own refit, so a fold whose steps cost more predicts a
+// slower full-batch decode (a smaller ratio) than one whose steps cost
+// less; the run is listed as held out only under the fold that held out
+// its model (model protocol) or TP size (tp protocol: the fold without
+// TP 2 does not hold out a TP 1 run). Mutation-checked: predicting the
+// overloaded runs with the full fit's coefficients gives every fold the
+// same ratio.
+func TestOutOfSampleFoldFullBatch(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Experiments = f.Experiments[:1]
+	over := f.Experiments[0]
+	over.ID, over.RegimeFlags = "over", []string{"overloaded"}
+	// Two slots and 20 requests/s of 60-token answers: its slots bind.
+	over.Engine.MaxNumSeqs = 2
+	over.Workload.Stages = []Stage{{RateRPS: 20, DurationS: 10}}
+	other := f.Experiments[0]
+	other.ID, other.Model = "other", "meta-llama/Llama-2-7b-hf"
+	f.Experiments = append(f.Experiments, other, over)
+
+	c := replica.DefaultCalibration()
+	slow := c.Coefficients
+	slow.StepUs += 3000
+	c.Folds = []replica.CalibrationFold{
+		{Protocol: "model", HeldOut: "meta-llama/Llama-2-7b-hf", Runs: []string{"other"}, Coefficients: c.Coefficients},
+		{Protocol: "model", HeldOut: "Qwen/Qwen2.5-7B-Instruct", Runs: []string{"qwen-short"}, Coefficients: slow},
+		{Protocol: "tp", HeldOut: "TP 2", Runs: []string{"qwen-short"}, Coefficients: slow},
+	}
+	o := Options{Seed: 1, Draws: 1}
+	oos, err := OutOfSample(context.Background(), f, c, o, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(oos) != 2 {
+		t.Fatalf("%d protocols, want model and tp", len(oos))
+	}
+	model, tp := oos[0], oos[1]
+	if len(model.FullBatch) != 2 || len(model.FullBatch[0]) != 1 || len(model.FullBatch[1]) != 1 {
+		t.Fatalf("model protocol's full-batch errors %+v, want the overloaded run under each fold", model.FullBatch)
+	}
+	fast, slowed := model.FullBatch[0][0], model.FullBatch[1][0]
+	if fast.ID != "over" || !(slowed.Predicted > fast.Predicted+2) {
+		t.Errorf("decode predicted %v (default) and %v (steps 3 ms longer): want the second longer by more than 2 ms", fast.Predicted, slowed.Predicted)
+	}
+	// The fold without Qwen predicted the Qwen run: held out there.
+	if len(model.HeldOutFullBatch) != 1 || model.HeldOutFullBatch[0].Predicted != slowed.Predicted {
+		t.Errorf("held out under the model protocol %+v, want the fold without Qwen's prediction %v", model.HeldOutFullBatch, slowed.Predicted)
+	}
+	if len(tp.FullBatch) != 1 || len(tp.FullBatch[0]) != 1 || len(tp.HeldOutFullBatch) != 0 {
+		t.Errorf("tp protocol: %+v, held out %+v; want the run predicted and not held out (TP 1, the fold holds out TP 2)", tp.FullBatch, tp.HeldOutFullBatch)
+	}
+	// The model protocol's results carry their own fold's errors.
+	for i, res := range model.Results {
+		want := fast
+		if res.Experiment.ID == "qwen-short" {
+			want = slowed
+		}
+		if model.FullBatch[i][0] != want {
+			t.Errorf("%s carries %+v, want its fold's %+v", res.Experiment.ID, model.FullBatch[i][0], want)
+		}
+	}
+}
+
+// TestProtocolHoldsOut: a fold of a grouped protocol holds out the runs
+// of its group; the load protocol's one fold every run.
+func TestProtocolHoldsOut(t *testing.T) {
+	e := &Experiment{Model: "Org/M", TP: 2, Hardware: "H100"}
+	for _, tc := range []struct {
+		protocol, group string
+		want            bool
+	}{
+		{"model", "Org/M", true}, {"model", "Org/N", false},
+		{"tp", "TP 2", true}, {"tp", "TP 4", false},
+		{"gpu", gpuOf(e), true}, {"gpu", "A100-80GB", false}, {"load", "highest load of each model", true},
+	} {
+		p, err := LookupProtocol(tc.protocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.HoldsOut(tc.group, e); got != tc.want {
+			t.Errorf("%s fold without %s holds out %+v: %v, want %v", tc.protocol, tc.group, e, got, tc.want)
+		}
+	}
+}
+
+// TestSetCoverageFoldFullBatch: under a protocol, a run at utilization
+// 0.7 with ITL factors ending at 1.1 is near its knee when its own
+// fold's prediction of another model's overloaded run is 1.5× slow, and
+// not when only the full fit's is (the full fit saw the held-out model,
+// so its errors would leak into the fold's intervals). Mutation-checked:
+// taking the full fit's errors under each protocol fails both cases.
+func TestSetCoverageFoldFullBatch(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := replica.DefaultCalibration()
+	o := Options{Seed: 1, StageLimit: 5}
+	e := f.Experiments[0]
+	res, err := Simulate(context.Background(), &e, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Utilization = 0.7
+	model, _ := LookupProtocol("model")
+	for _, tc := range []struct {
+		name         string
+		fold, full   float64 // the overloaded Org/B run's ratio (0: not slots-bound)
+		nearProtocol int
+	}{
+		{"the fold's error", 1.5, 0, 1},
+		{"the full fit's error only", 0, 1.5, 0},
+	} {
+		mp := ProtocolRows{Protocol: model}
+		for i, r := range []float64{0.9, 0.95, 1.0, 1.05, 1.1} {
+			x := e
+			x.ID, x.Model = fmt.Sprintf("x%d", i), "Org/X"
+			mp.Results = append(mp.Results, &Result{Experiment: &x, Predicted: map[string]Values{"summary": {"itl_mean": 10}}})
+			mp.Rows = append(mp.Rows, Row{Experiment: x.ID, Scope: "summary", Metric: "itl_mean", Predicted: 10, Actual: 10 * r})
+			mp.FullBatch = append(mp.FullBatch, nil)
+		}
+		mp.Results = append(mp.Results, res)
+		mp.Rows = append(mp.Rows, Row{Experiment: e.ID, Scope: "summary", Metric: "itl_mean", Predicted: res.Predicted["summary"]["itl_mean"], Actual: math.NaN(), APE: math.NaN()})
+		var fold []FullBatchError
+		if tc.fold > 0 {
+			fold = FullBatchErrors(fullBatchResults(t, fullBatchRun{"b", "Org/B", replica.LimitMaxNumSeqs, true, tc.fold}))
+		}
+		mp.FullBatch = append(mp.FullBatch, fold)
+		for range mp.Results {
+			mp.Coefficients = append(mp.Coefficients, c.Coefficients)
+		}
+		var inSample []*Result
+		if tc.full > 0 {
+			inSample = fullBatchResults(t, fullBatchRun{"b", "Org/B", replica.LimitMaxNumSeqs, true, tc.full})
+		}
+		r := &Report{Calibration: c, Results: inSample, OutOfSample: []ProtocolRows{mp}}
+		if err := r.SetCoverage(context.Background(), o, 1); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Coverage) != 2 {
+			t.Fatalf("%s: coverage %+v, want in sample and the protocol", tc.name, r.Coverage)
+		}
+		if got := r.Coverage[1].NearKnee; got != tc.nearProtocol {
+			t.Errorf("%s: %d runs near the knee under the protocol, want %d", tc.name, got, tc.nearProtocol)
+		}
+		// The protocol's intervals are kept, and written to
+		// latency_out_of_sample.csv: the ITL's slow end is the run
+		// simulated with every step 1.5× near the knee (well above 1.3×
+		// the prediction), the pool's upper factor (at most 1.1)
+		// otherwise.
+		p := res.Predicted["summary"]["itl_mean"]
+		b, ok := r.OutOfSample[0].Bounds[e.ID]["itl_mean"]
+		if !ok {
+			t.Fatalf("%s: no protocol interval for %s", tc.name, e.ID)
+		}
+		if near := b.High > 1.3*p; near != (tc.nearProtocol == 1) || !(b.High > p) || !(b.Low < p) {
+			t.Errorf("%s: ITL interval %v–%v of a prediction %v", tc.name, b.Low, b.High, p)
+		}
+		want := fmt.Sprintf(",sustained,%s,%s\n", csvNum(b.Low), csvNum(b.High))
+		var row string
+		for _, line := range strings.Split(string(r.OutOfSampleCSV()), "\n") {
+			if strings.Contains(line, ","+e.ID+",summary,itl_mean,") {
+				row = line + "\n"
+			}
+		}
+		if !strings.HasSuffix(row, want) {
+			t.Errorf("%s: latency_out_of_sample.csv row %q, want it to end %q", tc.name, row, want)
+		}
+	}
+}

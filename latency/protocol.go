@@ -24,6 +24,9 @@ type Protocol struct {
 	Label string
 	// folds splits runs into held-out groups.
 	folds func(runs []*Experiment) []Fold
+	// group is the held-out group a run belongs to (its fold's Group);
+	// nil: every run belongs to the protocol's one fold.
+	group func(*Experiment) string
 }
 
 // Fold is one held-out group of a protocol: the runs a refit without
@@ -45,10 +48,25 @@ const MinTrainRuns = 5
 // Protocols are the out-of-sample protocols, in the order reports list
 // them.
 var Protocols = []Protocol{
-	{Name: "model", Key: "lomo", Label: "leave one model out", folds: byGroup("model", func(e *Experiment) string { return e.Model })},
+	{Name: "model", Key: "lomo", Label: "leave one model out", folds: byGroup("model", modelGroup), group: modelGroup},
 	{Name: "load", Key: "lolo", Label: "leave the highest load out", folds: highestLoadFold},
-	{Name: "tp", Key: "lotpo", Label: "leave one TP size out", folds: byGroup("tp", func(e *Experiment) string { return fmt.Sprintf("TP %d", e.TP) })},
-	{Name: "gpu", Key: "logo", Label: "leave one GPU out", folds: byGroup("gpu", gpuOf)},
+	{Name: "tp", Key: "lotpo", Label: "leave one TP size out", folds: byGroup("tp", tpGroup), group: tpGroup},
+	{Name: "gpu", Key: "logo", Label: "leave one GPU out", folds: byGroup("gpu", gpuOf), group: gpuOf},
+}
+
+func modelGroup(e *Experiment) string { return e.Model }
+func tpGroup(e *Experiment) string    { return fmt.Sprintf("TP %d", e.TP) }
+
+// HoldsOut reports whether a fold of p that held out group would have
+// held out e too: e is of that model, TP size or GPU. The load
+// protocol's one fold holds out every model's heaviest load, so it holds
+// out any run heavier than the fitted ones, the overloaded runs among
+// them.
+func (p Protocol) HoldsOut(group string, e *Experiment) bool {
+	if p.group == nil {
+		return true
+	}
+	return p.group(e) == group
 }
 
 // LookupProtocol returns the protocol of a name or key.

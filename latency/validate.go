@@ -80,7 +80,21 @@ type ProtocolRows struct {
 	// refit and step offsets).
 	Coefficients []replica.Coefficients
 	Offsets      [][]replica.StepOffset
-	Rows         []Row
+	// FullBatch[i] are the full-batch errors of every overloaded run of
+	// the file, predicted by the fold that predicted Results[i]: the
+	// slow end of that run's knee simulations takes those of other
+	// models (fullBatchFor), so that nothing the fold held out reaches
+	// its intervals through another run's prediction.
+	FullBatch [][]FullBatchError
+	// HeldOutFullBatch are the full-batch errors of the overloaded runs,
+	// each predicted by the fold that held out its model, TP size or GPU
+	// (the load protocol's one fold: every overloaded run), in the
+	// file's order.
+	HeldOutFullBatch []FullBatchError
+	Rows             []Row
+	// Bounds are the 90% intervals of the held-out runs under this
+	// protocol, by run id and metric (whole runs; SetCoverage).
+	Bounds map[string]map[string]Bounds
 }
 
 // Validate simulates every run of f with calibration c, and the runs of
@@ -129,16 +143,19 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 		pools[pr.Protocol.Name] = pr
 	}
 	// The knee simulations' slow end: the full-batch errors of the
-	// report's runs measured past their knee, predicted by the
-	// calibration (no fit sees them, so they are out of sample under
-	// every protocol), each run taking those of other models only.
+	// report's runs measured past their knee (no fit sees them), each run
+	// taking those of other models only; under each protocol, as its
+	// run's fold predicts them, and in sample as the calibration does.
 	fullBatch := FullBatchErrors(r.Results)
-	for _, pr := range r.OutOfSample {
+	for j, pr := range r.OutOfSample {
 		cases := make([]intervalCase, len(pr.Results))
 		for i, res := range pr.Results {
-			cases[i] = intervalCase{res: res, co: pr.Coefficients[i], fullBatch: fullBatchFor(fullBatch, res.Experiment.Model)}
+			cases[i] = intervalCase{res: res, co: pr.Coefficients[i]}
 			if i < len(pr.Offsets) {
 				cases[i].off = pr.Offsets[i]
+			}
+			if i < len(pr.FullBatch) {
+				cases[i].fullBatch = fullBatchFor(pr.FullBatch[i], res.Experiment.Model)
 			}
 		}
 		factors := otherModels(pr.Rows, modelOf)
@@ -154,10 +171,11 @@ func (r *Report) SetCoverage(ctx context.Context, o Options, workers int) error 
 				return wide(e)
 			}
 		}
-		cov, _, err := coverage(ctx, pr.Protocol.Label, cases, factors, r.Calibration, o, workers)
+		cov, bounds, err := coverage(ctx, pr.Protocol.Label, cases, factors, r.Calibration, o, workers)
 		if err != nil {
 			return err
 		}
+		r.OutOfSample[j].Bounds = bounds
 		r.Coverage = append(r.Coverage, cov)
 	}
 	cases := make([]intervalCase, len(r.Results))
@@ -298,9 +316,18 @@ func OutOfSample(ctx context.Context, f *File, c replica.Calibration, o Options,
 	for i := range f.Experiments {
 		byID[f.Experiments[i].ID] = &f.Experiments[i]
 	}
+	// The overloaded runs: no fold fits them, every fold predicts them
+	// for its full-batch errors.
+	var over []*Experiment
+	for i := range f.Experiments {
+		if e := &f.Experiments[i]; e.HasMeasurement() && e.Overloaded() {
+			over = append(over, e)
+		}
+	}
 	var out []ProtocolRows
 	for _, p := range Protocols {
 		pr := ProtocolRows{Protocol: p}
+		heldOut := map[string]FullBatchError{}
 		for _, fold := range c.Folds {
 			if fold.Protocol != p.Name {
 				continue
@@ -320,19 +347,47 @@ func OutOfSample(ctx context.Context, f *File, c replica.Calibration, o Options,
 			if err != nil {
 				return nil, fmt.Errorf("%s fold without %s: %w", p.Name, fold.HeldOut, err)
 			}
+			fb, err := foldFullBatch(ctx, over, fc, o, workers)
+			if err != nil {
+				return nil, fmt.Errorf("%s fold without %s: %w", p.Name, fold.HeldOut, err)
+			}
+			for _, fe := range fb {
+				if p.HoldsOut(fold.HeldOut, byID[fe.ID]) {
+					heldOut[fe.ID] = fe
+				}
+			}
 			pr.Folds++
 			pr.Results = append(pr.Results, rs...)
 			for range rs {
 				pr.Coefficients = append(pr.Coefficients, fold.Coefficients)
 				pr.Offsets = append(pr.Offsets, fold.Offsets)
+				pr.FullBatch = append(pr.FullBatch, fb)
 			}
 		}
 		if pr.Folds > 0 {
+			for _, e := range over {
+				if fe, ok := heldOut[e.ID]; ok {
+					pr.HeldOutFullBatch = append(pr.HeldOutFullBatch, fe)
+				}
+			}
 			pr.Rows = Rows(pr.Results)
 			out = append(out, pr)
 		}
 	}
 	return out, nil
+}
+
+// foldFullBatch predicts the overloaded runs with a fold's calibration
+// and returns their full-batch errors.
+func foldFullBatch(ctx context.Context, over []*Experiment, fc replica.Calibration, o Options, workers int) ([]FullBatchError, error) {
+	if len(over) == 0 {
+		return nil, nil
+	}
+	rs, err := SimulateAll(ctx, over, fc, o, workers)
+	if err != nil {
+		return nil, fmt.Errorf("overloaded runs: %w", err)
+	}
+	return FullBatchErrors(rs), nil
 }
 
 // ProtocolMAPEs is each out-of-sample protocol's whole-run MAPE per metric.
@@ -445,8 +500,11 @@ func csvNum(v float64) string {
 
 // OOSHeader is latency_out_of_sample.csv's header line: each protocol's
 // prediction of every held-out run, scope and metric, by the refit
-// without it (the fold names what it held out).
-const OOSHeader = "protocol,fold,experiment,scope,metric,predicted,actual,ape_pct,regime"
+// without it (the fold names what it held out), and the whole run's 90%
+// interval under that protocol (low90, high90: empty for stages and for
+// runs without one), the columns coverage counts. They come last so
+// that files written before them keep their columns' places.
+const OOSHeader = "protocol,fold,experiment,scope,metric,predicted,actual,ape_pct,regime,low90,high90"
 
 // OutOfSampleCSV renders latency_out_of_sample.csv (its header alone when
 // the calibration records no folds).
@@ -467,8 +525,12 @@ func (r *Report) OutOfSampleCSV() []byte {
 			regime[res.Experiment.ID] = regimeName(res.PredictedOverloaded())
 		}
 		for _, row := range pr.Rows {
-			fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s\n", pr.Protocol.Name, csvField(fold[row.Experiment]), csvField(row.Experiment), row.Scope, row.Metric,
-				csvNum(row.Predicted), csvNum(row.Actual), csvNum(row.APE), regime[row.Experiment])
+			lo, hi := math.NaN(), math.NaN()
+			if bb, ok := pr.Bounds[row.Experiment][row.Metric]; ok && row.Scope == "summary" {
+				lo, hi = bb.Low, bb.High
+			}
+			fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", pr.Protocol.Name, csvField(fold[row.Experiment]), csvField(row.Experiment), row.Scope, row.Metric,
+				csvNum(row.Predicted), csvNum(row.Actual), csvNum(row.APE), regime[row.Experiment], csvNum(lo), csvNum(hi))
 		}
 	}
 	return b.Bytes()
@@ -780,6 +842,18 @@ func (r *Report) Markdown() []byte {
 				rate, at = fmt.Sprintf("%.2f", fr.Rate), fmt.Sprintf("%.2f", fr.Rate/fr.Ratio())
 			}
 			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.3f | %s | %s |\n", fr.ID, fr.Measured, fr.Predicted, fr.Ratio(), rate, at)
+		}
+		var held strings.Builder
+		for _, pr := range r.OutOfSample {
+			for _, fe := range pr.HeldOutFullBatch {
+				fmt.Fprintf(&held, "| %s | %s | %.2f | %.2f | %.3f |\n", pr.Protocol.Label, fe.ID, fe.Measured, fe.Predicted, fe.Ratio())
+			}
+		}
+		if held.Len() > 0 {
+			b.WriteString("\nThe same runs predicted by each protocol's fold that held out their model, TP size or GPU (the highest-load fold for the load protocol). " +
+				"Under each protocol a run's knee simulations take the ratios of its own fold's predictions, on other models' runs.\n\n" +
+				"| protocol | run | decode measured (ms) | predicted (ms) | measured ÷ predicted |\n|---|---|---:|---:|---:|\n")
+			b.WriteString(held.String())
 		}
 	}
 

@@ -353,7 +353,17 @@ func printOverloaded(w io.Writer, rep *latency.Report) {
 		for _, r := range fb {
 			fmt.Fprintf(w, "  %s: %s\n", r.ID, r.Sentence())
 		}
-		fmt.Fprintln(w, "  a run's knee simulations are slowed to at least the largest of these on another model's runs")
+		for _, pr := range rep.OutOfSample {
+			if len(pr.HeldOutFullBatch) == 0 {
+				continue
+			}
+			parts := make([]string, len(pr.HeldOutFullBatch))
+			for i, fe := range pr.HeldOutFullBatch {
+				parts[i] = fmt.Sprintf("%s ×%.3f", fe.Short(), fe.Ratio())
+			}
+			fmt.Fprintf(w, "  %s (each predicted by the fold that held it out): %s\n", pr.Protocol.Label, strings.Join(parts, ", "))
+		}
+		fmt.Fprintln(w, "  a run's knee simulations are slowed to at least the largest ratio on another model's runs: in sample the calibration's, under each protocol its own fold's")
 	}
 }
 
