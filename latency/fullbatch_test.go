@@ -232,6 +232,10 @@ func TestOutOfSampleFoldFullBatch(t *testing.T) {
 	if len(tp.FullBatch) != 1 || len(tp.FullBatch[0]) != 1 || len(tp.HeldOutFullBatch) != 0 {
 		t.Errorf("tp protocol: %+v, held out %+v; want the run predicted and not held out (TP 1, the fold holds out TP 2)", tp.FullBatch, tp.HeldOutFullBatch)
 	}
+	// Every fold's errors are kept by fold, with its eta_kv.
+	if len(model.ByFold) != 2 || model.ByFold[1].HeldOut != "Qwen/Qwen2.5-7B-Instruct" || model.ByFold[1].Errors[0] != slowed || model.ByFold[0].EtaKV != c.Coefficients.EtaKV {
+		t.Errorf("model protocol by fold %+v", model.ByFold)
+	}
 	// The model protocol's results carry their own fold's errors.
 	for i, res := range model.Results {
 		want := fast
@@ -349,5 +353,30 @@ func TestSetCoverageFoldFullBatch(t *testing.T) {
 		if !strings.HasSuffix(row, want) {
 			t.Errorf("%s: latency_out_of_sample.csv row %q, want it to end %q", tc.name, row, want)
 		}
+	}
+}
+
+// TestFoldFullBatchTable: one row per fold with its eta_kv and each
+// run's ratio (measured ÷ predicted: 30/20 = 1.5, 22/20 = 1.1), a dash
+// for a run the fold did not find at full batch; nothing without folds.
+func TestFoldFullBatchTable(t *testing.T) {
+	runs := []FullBatchError{{ID: "a", Model: "Org/A", TP: 2, Measured: 30, Predicted: 25}, {ID: "b", Model: "Org/B", TP: 4, Measured: 22, Predicted: 21}}
+	model, _ := LookupProtocol("model")
+	prs := []ProtocolRows{{Protocol: model, ByFold: []FoldFullBatch{
+		{HeldOut: "Org/A", EtaKV: 0.68, Errors: []FullBatchError{{ID: "a", Measured: 30, Predicted: 20}, {ID: "b", Measured: 22, Predicted: 20}}},
+		{HeldOut: "Org/B", EtaKV: 0.85, Errors: []FullBatchError{{ID: "a", Measured: 30, Predicted: 24}}},
+	}}}
+	got := foldFullBatchTable(prs, runs)
+	for _, want := range []string{
+		"| protocol | fold without | eta_kv | A TP 2 | B TP 4 |\n|---|---|---:|---:|---:|\n",
+		"| leave one model out | Org/A | 0.680 | 1.500 | 1.100 |\n",
+		"| leave one model out | Org/B | 0.850 | 1.250 | – |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table %q lacks %q", got, want)
+		}
+	}
+	if foldFullBatchTable(nil, runs) != "" {
+		t.Error("no folds: want no table")
 	}
 }

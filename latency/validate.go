@@ -91,7 +91,10 @@ type ProtocolRows struct {
 	// (the load protocol's one fold: every overloaded run), in the
 	// file's order.
 	HeldOutFullBatch []FullBatchError
-	Rows             []Row
+	// ByFold are each fold's full-batch errors, in the calibration's
+	// order of folds.
+	ByFold []FoldFullBatch
+	Rows   []Row
 	// Bounds are the 90% intervals of the held-out runs under this
 	// protocol, by run id and metric (whole runs; SetCoverage).
 	Bounds map[string]map[string]Bounds
@@ -351,6 +354,9 @@ func OutOfSample(ctx context.Context, f *File, c replica.Calibration, o Options,
 			if err != nil {
 				return nil, fmt.Errorf("%s fold without %s: %w", p.Name, fold.HeldOut, err)
 			}
+			if len(fb) > 0 {
+				pr.ByFold = append(pr.ByFold, FoldFullBatch{HeldOut: fold.HeldOut, EtaKV: fold.Coefficients.EtaKV, Errors: fb})
+			}
 			for _, fe := range fb {
 				if p.HoldsOut(fold.HeldOut, byID[fe.ID]) {
 					heldOut[fe.ID] = fe
@@ -375,6 +381,15 @@ func OutOfSample(ctx context.Context, f *File, c replica.Calibration, o Options,
 		}
 	}
 	return out, nil
+}
+
+// FoldFullBatch is one fold's prediction of the overloaded runs: what
+// it held out, the KV streaming efficiency its refit found, and the
+// runs' full-batch errors.
+type FoldFullBatch struct {
+	HeldOut string
+	EtaKV   float64
+	Errors  []FullBatchError
 }
 
 // foldFullBatch predicts the overloaded runs with a fold's calibration
@@ -855,6 +870,7 @@ func (r *Report) Markdown() []byte {
 				"| protocol | run | decode measured (ms) | predicted (ms) | measured ÷ predicted |\n|---|---|---:|---:|---:|\n")
 			b.WriteString(held.String())
 		}
+		b.WriteString(foldFullBatchTable(r.OutOfSample, fb))
 	}
 
 	if rs := DecodeRises(r.Results); len(rs) > 0 {
@@ -978,4 +994,41 @@ func (r *Report) drawPlot(c draw.Canvas) {
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	p.Draw(c)
+}
+
+// foldFullBatchTable renders every fold's measured ÷ predicted decode
+// time at full batch, one row per fold, one column per run of runs (the
+// calibration's own errors), with the fold's eta_kv: which runs a fit saw
+// moves the efficiency of the KV reads, and with it the step time at
+// full batch. Empty when no fold predicted any.
+func foldFullBatchTable(prs []ProtocolRows, runs []FullBatchError) string {
+	var rows strings.Builder
+	for _, pr := range prs {
+		for _, fold := range pr.ByFold {
+			ratio := map[string]float64{}
+			for _, fe := range fold.Errors {
+				ratio[fe.ID] = fe.Ratio()
+			}
+			fmt.Fprintf(&rows, "| %s | %s | %.3f |", pr.Protocol.Label, fold.HeldOut, fold.EtaKV)
+			for _, fe := range runs {
+				if v, ok := ratio[fe.ID]; ok {
+					fmt.Fprintf(&rows, " %.3f |", v)
+				} else {
+					rows.WriteString(" – |")
+				}
+			}
+			rows.WriteString("\n")
+		}
+	}
+	if rows.Len() == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nEvery fold's prediction of them, measured ÷ predicted, beside the fold's `eta_kv` (the KV streaming efficiency its refit found).\n\n| protocol | fold without | eta_kv |")
+	for _, fe := range runs {
+		fmt.Fprintf(&b, " %s |", fe.Short())
+	}
+	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(runs)) + "\n")
+	b.WriteString(rows.String())
+	return b.String()
 }
