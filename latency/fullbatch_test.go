@@ -137,31 +137,46 @@ func TestRunBoundsFullBatch(t *testing.T) {
 	}
 }
 
-// TestSetCoverageFullBatch: in a report, a run at utilization 0.7 whose
-// ITL factors end at 1.1 is near its knee only through another model's
-// full-batch error (1.5: 0.7 × 1.5 ≥ 0.9); the same error on its own
-// model's overloaded run does not slow its knee simulations.
-func TestSetCoverageFullBatch(t *testing.T) {
+// runAtUtilization simulates mini.json's measured run with c and o and
+// sets its predicted utilization to u.
+func runAtUtilization(t *testing.T, c replica.Calibration, o Options, u float64) (Experiment, *Result) {
+	t.Helper()
 	f, err := Parse([]byte(miniFile), "mini.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := replica.DefaultCalibration()
-	o := Options{Seed: 1, StageLimit: 5}
 	e := f.Experiments[0]
 	res, err := Simulate(context.Background(), &e, c, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Utilization = 0.7
-	model, _ := LookupProtocol("model")
-	mp := ProtocolRows{Protocol: model}
+	res.Utilization = u
+	return e, res
+}
+
+// itlPool is a protocol's predictions of five runs of another model
+// (Org/X, copies of e) whose measured ITL is 0.9 to 1.1 times the
+// predicted: the pool a run of e's model takes its ITL factors from.
+func itlPool(p Protocol, e Experiment) ProtocolRows {
+	pr := ProtocolRows{Protocol: p}
 	for i, r := range []float64{0.9, 0.95, 1.0, 1.05, 1.1} {
 		x := e
 		x.ID, x.Model = fmt.Sprintf("x%d", i), "Org/X"
-		mp.Results = append(mp.Results, &Result{Experiment: &x, Predicted: map[string]Values{"summary": {"itl_mean": 10}}})
-		mp.Rows = append(mp.Rows, Row{Experiment: x.ID, Scope: "summary", Metric: "itl_mean", Predicted: 10, Actual: 10 * r})
+		pr.Results = append(pr.Results, &Result{Experiment: &x, Predicted: map[string]Values{"summary": {"itl_mean": 10}}})
+		pr.Rows = append(pr.Rows, Row{Experiment: x.ID, Scope: "summary", Metric: "itl_mean", Predicted: 10, Actual: 10 * r})
 	}
+	return pr
+}
+
+// TestSetCoverageFullBatch: in a report, a run at utilization 0.7 whose
+// ITL factors end at 1.1 is near its knee only through another model's
+// full-batch error (1.5: 0.7 × 1.5 ≥ 0.9); the same error on its own
+// model's overloaded run does not slow its knee simulations.
+func TestSetCoverageFullBatch(t *testing.T) {
+	c, o := replica.DefaultCalibration(), Options{Seed: 1, StageLimit: 5}
+	e, res := runAtUtilization(t, c, o, 0.7)
+	model, _ := LookupProtocol("model")
+	mp := itlPool(model, e)
 	mp.Coefficients = make([]replica.Coefficients, len(mp.Results))
 	for _, tc := range []struct {
 		overloadedModel string
@@ -277,18 +292,8 @@ func TestProtocolHoldsOut(t *testing.T) {
 // so its errors would leak into the fold's intervals). Mutation-checked:
 // taking the full fit's errors under each protocol fails both cases.
 func TestSetCoverageFoldFullBatch(t *testing.T) {
-	f, err := Parse([]byte(miniFile), "mini.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := replica.DefaultCalibration()
-	o := Options{Seed: 1, StageLimit: 5}
-	e := f.Experiments[0]
-	res, err := Simulate(context.Background(), &e, c, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Utilization = 0.7
+	c, o := replica.DefaultCalibration(), Options{Seed: 1, StageLimit: 5}
+	e, res := runAtUtilization(t, c, o, 0.7)
 	model, _ := LookupProtocol("model")
 	for _, tc := range []struct {
 		name         string
@@ -298,14 +303,8 @@ func TestSetCoverageFoldFullBatch(t *testing.T) {
 		{"the fold's error", 1.5, 0, 1},
 		{"the full fit's error only", 0, 1.5, 0},
 	} {
-		mp := ProtocolRows{Protocol: model}
-		for i, r := range []float64{0.9, 0.95, 1.0, 1.05, 1.1} {
-			x := e
-			x.ID, x.Model = fmt.Sprintf("x%d", i), "Org/X"
-			mp.Results = append(mp.Results, &Result{Experiment: &x, Predicted: map[string]Values{"summary": {"itl_mean": 10}}})
-			mp.Rows = append(mp.Rows, Row{Experiment: x.ID, Scope: "summary", Metric: "itl_mean", Predicted: 10, Actual: 10 * r})
-			mp.FullBatch = append(mp.FullBatch, nil)
-		}
+		mp := itlPool(model, e)
+		mp.FullBatch = make([][]FullBatchError, len(mp.Results))
 		mp.Results = append(mp.Results, res)
 		mp.Rows = append(mp.Rows, Row{Experiment: e.ID, Scope: "summary", Metric: "itl_mean", Predicted: res.Predicted["summary"]["itl_mean"], Actual: math.NaN(), APE: math.NaN()})
 		var fold []FullBatchError
