@@ -313,6 +313,16 @@ func (m *Model) attentionWidth() float64 {
 	return m.linearWidth()
 }
 
+// MultiHeadKV reports whether the model's attention keeps a key and a
+// value per query head (multi-head attention, h_kv = h, as Llama-2-7B):
+// not grouped-query attention (h_kv < h) and not MLA's one latent per
+// token. Its KV reads are per token h/h_kv times a grouped-query model's
+// of the same width, which the calibration's KV efficiency tells apart
+// (replica.Coefficients.EtaKVMHA).
+func (m *Model) MultiHeadKV() bool {
+	return m.MLA == nil && m.KVHeads == m.Heads
+}
+
 // KVHeadsPerGPU is the KV heads one tensor-parallel rank holds: h_kv/TP,
 // or one replicated head when TP exceeds h_kv (vLLM replicates KV heads).
 func (m *Model) KVHeadsPerGPU(tp int) int {

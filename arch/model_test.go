@@ -441,3 +441,20 @@ func FuzzParseModel(f *testing.F) {
 		_ = m.String()
 	})
 }
+
+// TestMultiHeadKV: a key and a value per query head (Llama-2-7B, 32 of
+// 32) is multi-head attention; grouped-query (Llama-3.1-8B, 8 of 32;
+// Mixtral, 8 of 32) is not, nor is DeepSeek-V3's MLA latent, whose
+// config states as many KV heads as query heads.
+func TestMultiHeadKV(t *testing.T) {
+	for model, want := range map[string]bool{
+		"meta-llama/Llama-2-7b-hf":         true,
+		"meta-llama/Llama-3.1-8B-Instruct": false,
+		"mistralai/Mixtral-8x7B-v0.1":      false,
+		"DeepSeek-V3.json":                 false,
+	} {
+		if got := mustModel(t, model).MultiHeadKV(); got != want {
+			t.Errorf("%s: multi-head KV %v, want %v", model, got, want)
+		}
+	}
+}

@@ -368,7 +368,28 @@ func startOf(start replica.Coefficients, free []int) replica.Coefficients {
 	if slices.Contains(free, slices.Index(replica.CoefficientNames, "eta_experts")) {
 		start.EtaExperts = start.ExpertEfficiency()
 	}
+	if slices.Contains(free, slices.Index(replica.CoefficientNames, "eta_kv_mha")) {
+		start.EtaKVMHA = start.KVEfficiency(true)
+	}
 	return start
+}
+
+// exercised drops from free the coefficients that no run of runs
+// exercises, which keep their starting values: eta_kv_mha without a
+// model of multi-head attention among them (a refit that held out the
+// only such model has nothing to fit it on, and the objective would be
+// flat along it).
+func exercised(free []int, runs []*Experiment) []int {
+	mha := slices.Index(replica.CoefficientNames, "eta_kv_mha")
+	if !slices.Contains(free, mha) {
+		return free
+	}
+	for _, e := range runs {
+		if m, err := e.ArchModel(); err == nil && m.MultiHeadKV() {
+			return free
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(free), func(i int) bool { return i == mha })
 }
 
 // isEfficiency reports whether coefficient i is a fraction (searched on
@@ -404,6 +425,16 @@ func fromFree(i int, x float64) float64 {
 
 // fitOn runs the Nelder-Mead search on runs from start.
 func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, free []int, budget int, o CalibrateOptions, weights map[string]float64, label string) (replica.Coefficients, int, float64, error) {
+	free = exercised(free, runs)
+	if len(free) == 0 {
+		// Nothing these runs exercise is free: the start is the fit.
+		c := replica.Calibration{Name: "fit", Coefficients: start}
+		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: o.Draws, Pool: o.Pool}, o.Workers, weights)
+		if err != nil {
+			return replica.Coefficients{}, 1, 0, err
+		}
+		return start, 1, v, nil
+	}
 	base := start.Vector()
 	x0 := make([]float64, len(free))
 	for k, i := range free {

@@ -325,3 +325,39 @@ func TestStartOfAbsentExperts(t *testing.T) {
 		t.Errorf("present: %+v, want 0.84 kept", got)
 	}
 }
+
+// TestStartOfAndExercisedKVMHA: a start without eta_kv_mha that fits it
+// starts it at eta_kv (the efficiency it stands for); a fit on runs
+// without a multi-head-attention model does not free it (nothing there
+// identifies it, so it keeps its start), a fit with Llama-2-7B among its
+// runs does.
+func TestStartOfAndExercisedKVMHA(t *testing.T) {
+	free, err := freeIndexes([]string{"step_us", "eta_kv", "eta_kv_mha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := startOf(replica.Coefficients{EtaKV: 0.7}, free); got.EtaKVMHA != 0.7 {
+		t.Errorf("freed and absent: eta_kv_mha %v, want eta_kv's 0.7", got.EtaKVMHA)
+	}
+	if got := startOf(replica.Coefficients{EtaKV: 0.7, EtaKVMHA: 0.85}, free); got.EtaKVMHA != 0.85 {
+		t.Errorf("present: eta_kv_mha %v, want 0.85 kept", got.EtaKVMHA)
+	}
+	gqa := &Experiment{Model: "meta-llama/Llama-3.1-8B-Instruct"}
+	mha := &Experiment{Model: "meta-llama/Llama-2-7b-hf"}
+	names := func(idx []int) string {
+		var out []string
+		for _, i := range idx {
+			out = append(out, replica.CoefficientNames[i])
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(exercised(free, []*Experiment{gqa})); got != "step_us,eta_kv" {
+		t.Errorf("grouped-query runs only: free %s, want step_us,eta_kv", got)
+	}
+	if got := names(exercised(free, []*Experiment{gqa, mha})); got != "step_us,eta_kv,eta_kv_mha" {
+		t.Errorf("with Llama-2-7B: free %s, want all three", got)
+	}
+	if got := names(free); got != "step_us,eta_kv,eta_kv_mha" {
+		t.Errorf("exercised changed its argument: %s", got)
+	}
+}

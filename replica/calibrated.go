@@ -52,6 +52,16 @@ type Coefficients struct {
 	// calibration written before it existed): EtaWeights, so such a file
 	// predicts as it did.
 	EtaExperts float64 `json:"eta_experts,omitempty"`
+	// EtaKVMHA is the fraction of the memory bandwidth that reading the
+	// KV cache achieves for a model with multi-head attention (a key and
+	// a value per query head, arch.Model.MultiHeadKV); EtaKV is then that
+	// of every other model (grouped-query attention, MLA). Fitted: among
+	// the shared runs, Llama-2-7B is the one such model, and fits without
+	// it read the other models' KV at about 0.7 of the bandwidth where
+	// with it one efficiency settles at 0.85 (docs/latency.md, "The
+	// knee"). 0 (absent, as in a calibration written before it existed):
+	// EtaKV for every model, so such a file predicts as it did.
+	EtaKVMHA float64 `json:"eta_kv_mha,omitempty"`
 	// MFU is the fraction of the datasheet tensor peak that the matrix
 	// multiplies and attention achieve when compute-bound.
 	MFU float64 `json:"mfu"`
@@ -93,26 +103,36 @@ func (c Coefficients) ExpertEfficiency() float64 {
 	return c.EtaWeights
 }
 
+// KVEfficiency is the efficiency the KV reads of a model stream at:
+// EtaKVMHA for multi-head attention when present, EtaKV otherwise.
+func (c Coefficients) KVEfficiency(multiHead bool) float64 {
+	if multiHead && c.EtaKVMHA > 0 {
+		return c.EtaKVMHA
+	}
+	return c.EtaKV
+}
+
 // CoefficientNames lists the coefficients in the order of Vector.
 var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
-	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us", "ingest_jitter", "eta_experts"}
+	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us", "ingest_jitter", "eta_experts", "eta_kv_mha"}
 
 // Vector returns the coefficients in CoefficientNames order.
 func (c Coefficients) Vector() []float64 {
 	return []float64{c.StepUs, c.LayerUs, c.SeqUs, c.EtaWeights, c.EtaKV, c.MFU,
-		c.RooflineExponent, c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs, c.IngestJitter, c.EtaExperts}
+		c.RooflineExponent, c.AllReduceUs, c.EtaLink, c.IngestUs, c.PerOutputTokenUs, c.IngestJitter, c.EtaExperts, c.EtaKVMHA}
 }
 
 // CoefficientsFromVector is the inverse of Vector.
 func CoefficientsFromVector(v []float64) Coefficients {
 	return Coefficients{StepUs: v[0], LayerUs: v[1], SeqUs: v[2], EtaWeights: v[3], EtaKV: v[4], MFU: v[5],
 		RooflineExponent: v[6], AllReduceUs: v[7], EtaLink: v[8], IngestUs: v[9], PerOutputTokenUs: v[10], IngestJitter: v[11],
-		EtaExperts: v[12]}
+		EtaExperts: v[12], EtaKVMHA: v[13]}
 }
 
 // Validate checks that every coefficient is physically meaningful: the
 // overheads are finite and not negative, the efficiencies in (0, 1]
-// (eta_experts may also be 0: absent, eta_weights stands for it).
+// (eta_experts and eta_kv_mha may also be 0: absent, eta_weights and
+// eta_kv stand for them).
 func (c Coefficients) Validate() error {
 	for i, v := range c.Vector() {
 		name := CoefficientNames[i]
@@ -121,6 +141,8 @@ func (c Coefficients) Validate() error {
 			return fmt.Errorf("%s: %v is not a number", name, v)
 		case name == "eta_experts" && v == 0:
 			// Absent: the experts stream at eta_weights.
+		case name == "eta_kv_mha" && v == 0:
+			// Absent: every model's KV streams at eta_kv.
 		case strings.HasPrefix(name, "eta_") || name == "mfu":
 			if v <= 0 || v > 1 {
 				return fmt.Errorf("%s: %v must be in (0, 1] (a fraction of a datasheet peak)", name, v)
@@ -682,6 +704,7 @@ type CalibratedModel struct {
 	etaExperts            float64 // the efficiency the routed experts stream at (Coefficients.EtaExperts)
 	moeLayers, experts, k float64
 	kvPerToken            float64
+	etaKV                 float64 // the efficiency the KV reads stream at (Coefficients.KVEfficiency)
 	linFlops, lmFlops     float64 // per new token, per sampled token
 	attnFlops             float64 // per (query, context) pair
 	bw, peak              float64 // bytes/s, FLOP/s
@@ -759,6 +782,7 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 	bf16 := m.Dtype == arch.BF16 || m.Dtype == arch.FP32
 	c := &CalibratedModel{co: co, layers: float64(m.Layers), hidden: float64(m.Hidden), tp: t,
 		kvPerToken: float64(m.KVBytesPerToken(kvElem, tp)),
+		etaKV:      co.KVEfficiency(m.MultiHeadKV()),
 		linFlops:   2 * float64(m.LinearParams()) / t,
 		lmFlops:    2 * float64(m.Hidden) * float64(m.Vocab) / t,
 		attnFlops:  m.AttentionFLOPsPerPair() / t,
@@ -877,7 +901,7 @@ func (c *CalibratedModel) seconds(b, n, kv, pairs float64) float64 {
 	}
 	flops := c.peak * co.MFU
 	lin := c.blend(stream, (rows*c.linFlops+b*c.lmFlops)/flops)
-	attn := c.blend(c.kvPerToken*kv/(c.bw*co.EtaKV), pairs*c.attnFlops/flops)
+	attn := c.blend(c.kvPerToken*kv/(c.bw*c.etaKV), pairs*c.attnFlops/flops)
 	sec := (co.StepUs+co.LayerUs*c.layers+co.SeqUs*b)*1e-6 + lin + attn
 	if c.tp > 1 || c.shards > 1 {
 		size := rows * c.hidden * 2

@@ -760,3 +760,48 @@ func TestParseCalibrationExtrapolation(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibratedKVEfficiencyByLayout: eta_kv_mha sets the KV reads of a
+// multi-head-attention model only. Llama-2-7B (MHA, 512 KiB of KV per
+// token) decoding 128 sequences at 4,000 tokens of context reads
+// 128 × 4,001 × 512 KiB = 268.6 GB of KV, which dominates its attention
+// compute under the sharp roofline, so eta_kv_mha 0.25 instead of the
+// absent value (eta_kv 0.5) adds 268.6 GB / 3.35 TB/s × (1/0.25 − 1/0.5)
+// = 160.3 ms to the step; Llama-3.1-8B (grouped-query) is unchanged; and
+// eta_kv_mha equal to eta_kv predicts as its absence does.
+func TestCalibratedKVEfficiencyByLayout(t *testing.T) {
+	g := mustGPU(t, "H100")
+	batch := repeat(BatchEntry{NewTokens: 1, Context: 4000, Decode: true}, 128)
+	step := func(model string, mha float64) float64 {
+		c := testCoefficients()
+		c.EtaKVMHA = mha
+		cm, err := NewCalibratedModel(c, mustModel(t, model), &g, 1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(cm.StepTime(batch)) / 1e9
+	}
+	kv := 128 * 4001 * 512 * 1024.0
+	want := kv / bw * (1/0.25 - 1/0.5)
+	if got := step("meta-llama/Llama-2-7b-hf", 0.25) - step("meta-llama/Llama-2-7b-hf", 0); math.Abs(got-want) > 1e-6 {
+		t.Errorf("Llama-2-7B: eta_kv_mha 0.25 adds %.4f s, want %.4f s", got, want)
+	}
+	if a, b := step("meta-llama/Llama-2-7b-hf", 0.5), step("meta-llama/Llama-2-7b-hf", 0); a != b {
+		t.Errorf("Llama-2-7B: eta_kv_mha = eta_kv gives %v s, absent %v s", a, b)
+	}
+	if a, b := step("meta-llama/Llama-3.1-8B-Instruct", 0.25), step("meta-llama/Llama-3.1-8B-Instruct", 0); a != b {
+		t.Errorf("Llama-3.1-8B (grouped-query): eta_kv_mha moved its step from %v to %v s", b, a)
+	}
+	c := testCoefficients()
+	if c.KVEfficiency(true) != 0.5 || c.KVEfficiency(false) != 0.5 {
+		t.Errorf("absent eta_kv_mha: %v, %v, want eta_kv 0.5 for both", c.KVEfficiency(true), c.KVEfficiency(false))
+	}
+	c.EtaKVMHA = 0.9
+	if c.KVEfficiency(true) != 0.9 || c.KVEfficiency(false) != 0.5 {
+		t.Errorf("eta_kv_mha 0.9: %v, %v, want 0.9 and 0.5", c.KVEfficiency(true), c.KVEfficiency(false))
+	}
+	c.EtaKVMHA = -0.1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "eta_kv_mha") {
+		t.Errorf("eta_kv_mha -0.1: %v, want refused", err)
+	}
+}

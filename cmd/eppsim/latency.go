@@ -734,6 +734,10 @@ func printCoefficients(w io.Writer, c replica.Coefficients) {
 			fmt.Fprintf(tw, "  %s\t0 (absent: eta_weights)\n", name)
 			continue
 		}
+		if name == "eta_kv_mha" && v == 0 {
+			fmt.Fprintf(tw, "  %s\t0 (absent: eta_kv)\n", name)
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%.6g\n", name, v)
 	}
 	tw.Flush()
