@@ -360,18 +360,19 @@ func freeIndexes(names []string) ([]int, error) {
 }
 
 // startOf is where the search starts from start with the free
-// coefficients free: start itself, except that an absent eta_experts (0,
-// a calibration written before it existed) that is fitted starts at
-// eta_weights, the efficiency it stands for, rather than at the clamp of
-// its logit (1e-6 of the bandwidth).
+// coefficients free: start itself, except that an absent optional
+// coefficient (0, a calibration written before it existed:
+// replica.OptionalCoefficients) that is fitted starts at the value of the
+// one it stands for (eta_experts at eta_weights, eta_kv_mha at eta_kv),
+// rather than at the clamp of its logit (1e-6 of the bandwidth).
 func startOf(start replica.Coefficients, free []int) replica.Coefficients {
-	if slices.Contains(free, slices.Index(replica.CoefficientNames, "eta_experts")) {
-		start.EtaExperts = start.ExpertEfficiency()
+	v := start.Vector()
+	for _, i := range free {
+		if by := replica.OptionalCoefficients[replica.CoefficientNames[i]]; by != "" && v[i] == 0 {
+			v[i] = v[slices.Index(replica.CoefficientNames, by)]
+		}
 	}
-	if slices.Contains(free, slices.Index(replica.CoefficientNames, "eta_kv_mha")) {
-		start.EtaKVMHA = start.KVEfficiency(true)
-	}
-	return start
+	return replica.CoefficientsFromVector(v)
 }
 
 // exercised drops from free the coefficients that no run of runs

@@ -112,6 +112,12 @@ func (c Coefficients) KVEfficiency(multiHead bool) float64 {
 	return c.EtaKV
 }
 
+// OptionalCoefficients are the coefficients a calibration may lack (0,
+// as in a file written before they existed), each with the coefficient
+// that stands for it then: the experts stream at eta_weights, a
+// multi-head model's KV at eta_kv.
+var OptionalCoefficients = map[string]string{"eta_experts": "eta_weights", "eta_kv_mha": "eta_kv"}
+
 // CoefficientNames lists the coefficients in the order of Vector.
 var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
 	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us", "ingest_jitter", "eta_experts", "eta_kv_mha"}
@@ -131,18 +137,16 @@ func CoefficientsFromVector(v []float64) Coefficients {
 
 // Validate checks that every coefficient is physically meaningful: the
 // overheads are finite and not negative, the efficiencies in (0, 1]
-// (eta_experts and eta_kv_mha may also be 0: absent, eta_weights and
-// eta_kv stand for them).
+// (an OptionalCoefficients entry may also be 0: absent, its stand-in
+// applies).
 func (c Coefficients) Validate() error {
 	for i, v := range c.Vector() {
 		name := CoefficientNames[i]
 		switch {
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			return fmt.Errorf("%s: %v is not a number", name, v)
-		case name == "eta_experts" && v == 0:
-			// Absent: the experts stream at eta_weights.
-		case name == "eta_kv_mha" && v == 0:
-			// Absent: every model's KV streams at eta_kv.
+		case v == 0 && OptionalCoefficients[name] != "":
+			// Absent: its stand-in applies.
 		case strings.HasPrefix(name, "eta_") || name == "mfu":
 			if v <= 0 || v > 1 {
 				return fmt.Errorf("%s: %v must be in (0, 1] (a fraction of a datasheet peak)", name, v)

@@ -730,12 +730,8 @@ func printCoefficients(w io.Writer, c replica.Coefficients) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, v := range c.Vector() {
 		name := replica.CoefficientNames[i]
-		if name == "eta_experts" && v == 0 {
-			fmt.Fprintf(tw, "  %s\t0 (absent: eta_weights)\n", name)
-			continue
-		}
-		if name == "eta_kv_mha" && v == 0 {
-			fmt.Fprintf(tw, "  %s\t0 (absent: eta_kv)\n", name)
+		if by := replica.OptionalCoefficients[name]; by != "" && v == 0 {
+			fmt.Fprintf(tw, "  %s\t0 (absent: %s)\n", name, by)
 			continue
 		}
 		fmt.Fprintf(tw, "  %s\t%.6g\n", name, v)
