@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,6 +89,14 @@ func TestHelpExamplesRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Examples on the shared measured runs read the first three of them
+	// (two of Llama-2-7B's sustained runs and its overloaded one): the
+	// verb, its flags and its outputs are the example's, at a size like the
+	// other verbs' cut-short simulations. The whole file's validation is
+	// latency's TestLongShippedCalibration, which make test-long runs; the
+	// example used to repeat it (about 150 s of make test-long).
+	experiments := filepath.Join(shared, "latency", "experiments.json")
+	subset := filepath.Join(t.TempDir(), "experiments-first-3.json")
 	for _, c := range all {
 		t.Run(strings.ReplaceAll(c.CommandPath(), " ", "_"), func(t *testing.T) {
 			t.Chdir(t.TempDir())
@@ -104,6 +113,10 @@ func TestHelpExamplesRun(t *testing.T) {
 					}
 					for i := range args {
 						args[i] = strings.Replace(args[i], "../shared/", shared+"/", 1)
+						if args[i] == experiments {
+							writeFirstExperiments(t, experiments, subset, 3)
+							args[i] = subset
+						}
 					}
 				}
 				switch {
@@ -177,6 +190,36 @@ func parseFormatName(s string) (string, error) {
 
 // sharedDir is the project's shared folder, from this package's directory.
 const sharedDir = "../../../shared"
+
+// writeFirstExperiments writes to out the experiments file in with its
+// first n runs only (every other top-level field kept), unless out exists.
+func writeFirstExperiments(t *testing.T, in, out string, n int) {
+	t.Helper()
+	if _, err := os.Stat(out); err == nil {
+		return
+	}
+	data, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]json.RawMessage
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatalf("%s: %v", in, err)
+	}
+	var runs []json.RawMessage
+	if err := json.Unmarshal(file["experiments"], &runs); err != nil || len(runs) < n {
+		t.Fatalf("%s: %d runs (%v), want at least %d", in, len(runs), err, n)
+	}
+	if file["experiments"], err = json.Marshal(runs[:n]); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = json.Marshal(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func usesShared(args []string) bool {
 	for _, a := range args {
