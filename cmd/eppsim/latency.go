@@ -372,6 +372,7 @@ type calibrateFlags struct {
 	engine      string
 	start       string
 	cont        string
+	refitFolds  bool
 	name        string
 	free        string
 	budget      int
@@ -421,6 +422,7 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 	fl.StringVar(&f.engine, "engine", "", engineHelp)
 	fl.StringVar(&f.start, "start", "", "calibration to start from, the full fit and every --protocol refit alike (default: the documented prior, replica/calibrations/prior.yaml; starting from a calibration fitted on the same runs would carry what the held-out runs taught it into the refits)")
 	fl.StringVar(&f.cont, "continue", "", "calibration FILE to continue: the full fit starts from FILE's coefficients, and FILE's out-of-sample folds, their figures and its intervals are kept as they are (each fold was refitted without the full fit, so continuing it does not change them; its reach beyond the fitted TP sizes and GPUs is measured again from them); FILE's leave-one-model-out folds must have held out exactly these inputs' fitted runs, with these metric weights; not with --start, --protocol or --weight-candidate. With --budget 0 nothing is fitted: FILE's coefficients are kept and its figures measured again (after a change to eppsim that does not call for a refit)")
+	fl.BoolVar(&f.refitFolds, "refit-folds", false, "with --continue: continue FILE's out-of-sample folds too, each from its own coefficients with --free and --fold-budget evaluations on its own training runs, so that a stage added after the full fit (say, fewer coefficients freed) is added to every fold and the protocols measure the whole procedure; their figures, intervals and reach are then measured from the continued folds")
 	fl.StringVar(&f.name, "name", "", "name of the calibration (default: the --out file's base name)")
 	fl.StringVar(&f.free, "free", strings.Join(latency.DefaultFree, ","), "coefficients to fit, comma-separated (of "+strings.Join(replica.CoefficientNames, ", ")+")")
 	fl.IntVar(&f.budget, "budget", 300, "objective evaluations of the fit (each simulates every fitted run); 0 only with --continue, to re-measure without fitting")
@@ -465,6 +467,8 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		return withExitCode(2, fmt.Errorf("--workers %d: must be at least 1", f.workers))
 	case f.draws < 1:
 		return withExitCode(2, fmt.Errorf("--draws %d: must be at least 1", f.draws))
+	case f.refitFolds && (f.cont == "" || f.budget == 0):
+		return withExitCode(2, errors.New("--refit-folds continues the folds of --continue's file with a fit: it needs --continue and a --budget of at least 1"))
 	}
 	target, err := checkOutFile("--out", f.out)
 	if err != nil {
@@ -549,6 +553,23 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	if carried != nil {
 		if err := carryProtocols(&res.Calibration, *carried, res.Results, weights, f.draws); err != nil {
 			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
+		}
+		if f.refitFolds {
+			foldBudget := f.foldBudget
+			if foldBudget == 0 {
+				foldBudget = f.budget
+			}
+			if err := latency.ContinueFolds(ctx, file, &res.Calibration, latency.CalibrateOptions{
+				Free: free, FoldBudget: foldBudget, StageLimit: f.stageLimit, Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress,
+			}); err != nil {
+				if ctx.Err() != nil {
+					return interrupted(ctx, nil)
+				}
+				if strings.HasPrefix(err.Error(), "calibrate: ") {
+					return withExitCode(2, fmt.Errorf("--refit-folds: %w", err))
+				}
+				return fmt.Errorf("--refit-folds: %w", err)
+			}
 		}
 		if f.budget == 0 {
 			res.Calibration.FittedOn = carried.FittedOn

@@ -358,6 +358,40 @@ func TestCalibrateContinue(t *testing.T) {
 	if _, _, err := runCLI(t, "calibrate", resultsDirs.codegen, "--out", filepath.Join(dir, "never.yaml"), "--budget", "0"); exitCode(err) != 2 || !strings.Contains(err.Error(), "0 only with --continue") {
 		t.Errorf("--budget 0 without --continue: %v", err)
 	}
+	// --refit-folds continues every carried fold from its own
+	// coefficients with --free alone moving (good's folds carry cal's).
+	refit := filepath.Join(dir, "refit.yaml")
+	if _, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", refit, "--budget", "1",
+		"--stage-limit", "20", "--continue", good, "--refit-folds", "--free", "step_us", "--fold-budget", "3", "--quiet"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if y, err = os.ReadFile(refit); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := replica.ParseCalibration(y, refit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for _, fd := range rf.Folds {
+		co := fd.Coefficients
+		if co.StepUs != cal.Coefficients.StepUs {
+			moved++
+		}
+		co.StepUs = cal.Coefficients.StepUs
+		if co != cal.Coefficients {
+			t.Errorf("fold %s: %+v moved beyond step_us from %+v", fd.HeldOut, fd.Coefficients, cal.Coefficients)
+		}
+	}
+	if len(rf.Folds) != 2 || moved == 0 || !strings.Contains(rf.Notes, "Every fold continued from its own coefficients (free: step_us; 3 evaluations each)") {
+		t.Errorf("--refit-folds: %d folds, %d moved step_us, notes %q", len(rf.Folds), moved, rf.Notes)
+	}
+	for _, args := range [][]string{{"--refit-folds"}, {"--refit-folds", "--continue", good, "--budget", "0"}} {
+		_, _, err := runCLI(t, append([]string{"calibrate", resultsDirs.codegen, "--out", filepath.Join(dir, "never.yaml")}, args...)...)
+		if exitCode(err) != 2 || !strings.Contains(err.Error(), "--refit-folds continues the folds of --continue's file with a fit") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
 	// Folds that never held out one of the fitted runs do not describe
 	// this fit.
 	partial := withFolds(ids[0])

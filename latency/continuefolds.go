@@ -1,0 +1,61 @@
+package latency
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/eppsim/eppsim/replica"
+)
+
+// ContinueFolds continues every out-of-sample fold of cal, a calibration
+// whose folds were fitted on f's runs (calibrate --continue
+// --refit-folds): each fold's search starts from its own coefficients and
+// frees o.Free, with o.FoldBudget evaluations, on its own training runs
+// (f's fitted runs without the ones it held out), so a stage added after
+// the full fit is added to every fold alike and no fold sees its held-out
+// runs. A fold whose training runs do not match its record (another file,
+// other runs) is an error. The folds' step offsets are not touched: the
+// caller measures them again (SetFoldOffsets).
+func ContinueFolds(ctx context.Context, f *File, cal *replica.Calibration, o CalibrateOptions) error {
+	runs := FitRuns(f)
+	free, err := freeIndexes(o.Free)
+	if err != nil {
+		return err
+	}
+	if o.FoldBudget <= 0 {
+		return fmt.Errorf("calibrate: continuing the folds needs a fold budget of at least 1, got %d", o.FoldBudget)
+	}
+	if o.Pool == nil {
+		o.Pool = NewPool()
+		defer o.Pool.Close()
+	}
+	for i := range cal.Folds {
+		fd := &cal.Folds[i]
+		var train []*Experiment
+		for _, e := range runs {
+			if !slices.Contains(fd.Runs, e.ID) {
+				train = append(train, e)
+			}
+		}
+		if held := len(runs) - len(train); held != len(fd.Runs) || len(train) != fd.TrainedOn {
+			return fmt.Errorf("calibrate: fold %s/%s held out %d runs and was fitted on %d; of these inputs' %d fitted runs it would hold out %d and fit on %d",
+				fd.Protocol, fd.HeldOut, len(fd.Runs), fd.TrainedOn, len(runs), held, len(train))
+		}
+		label := fd.Protocol + " without " + fd.HeldOut + ", continued"
+		// An optional coefficient these runs do not exercise stays as it
+		// is (absent: it stands in by the one it names), not at a copy of
+		// that one's value before the search moved it.
+		start := startOf(fd.Coefficients, exercised(free, train))
+		co, _, _, err := fitOn(ctx, train, start, free, o.FoldBudget, o, fd.Weights, label)
+		if err != nil {
+			return fmt.Errorf("fold %s/%s: %w", fd.Protocol, fd.HeldOut, err)
+		}
+		fd.Coefficients = co
+	}
+	if len(cal.Folds) > 0 {
+		cal.Notes = strings.TrimSpace(cal.Notes + fmt.Sprintf(" Every fold continued from its own coefficients (free: %s; %d evaluations each).", strings.Join(o.Free, ", "), o.FoldBudget))
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package latency
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/eppsim/eppsim/replica"
+)
+
+// TestContinueFolds: each fold is continued from its own coefficients on
+// its own training runs only, with the free coefficients alone moving; a
+// fold whose runs have no multi-head-attention model leaves eta_kv_mha
+// absent (eta_kv stands in), one trained on Llama-2-7B fits it from
+// eta_kv; a fold whose record does not match the inputs is refused.
+func TestContinueFolds(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two measured runs of two models: Qwen2.5-7B (grouped-query) and a
+	// copy as Llama-2-7B (multi-head); the mini file's unmeasured run is
+	// not fitted.
+	f.Experiments = append(f.Experiments, f.Experiments[0])
+	mha := &f.Experiments[len(f.Experiments)-1]
+	mha.ID, mha.Model = "copy", "meta-llama/Llama-2-7b-hf"
+	gqa := &f.Experiments[0]
+	if len(FitRuns(f)) != 2 {
+		t.Fatalf("fitted runs %d, want 2", len(FitRuns(f)))
+	}
+	prior := replica.PriorCalibration()
+	// Two folds with distinct starts, so that a fold continued from the
+	// other's coefficients, or from the prior, would show.
+	startWithoutMHA, startWithoutGQA := prior.Coefficients, prior.Coefficients
+	startWithoutMHA.StepUs, startWithoutGQA.StepUs = 250, 350
+	startWithoutMHA.EtaKV, startWithoutGQA.EtaKV = 0.6, 0.8
+	cal := prior
+	cal.Folds = []replica.CalibrationFold{
+		{Protocol: "model", HeldOut: mha.Model, Runs: []string{mha.ID}, TrainedOn: 1, Coefficients: startWithoutMHA},
+		{Protocol: "model", HeldOut: gqa.Model, Runs: []string{gqa.ID}, TrainedOn: 1, Coefficients: startWithoutGQA},
+	}
+	o := CalibrateOptions{Free: []string{"step_us", "eta_kv", "eta_kv_mha"}, FoldBudget: 6, StageLimit: 20, Seed: 1, Workers: 2}
+	if err := ContinueFolds(context.Background(), f, &cal, o); err != nil {
+		t.Fatal(err)
+	}
+	free := map[string]bool{"step_us": true, "eta_kv": true, "eta_kv_mha": true}
+	for i, start := range []replica.Coefficients{startWithoutMHA, startWithoutGQA} {
+		got, from := cal.Folds[i].Coefficients.Vector(), start.Vector()
+		for k, name := range replica.CoefficientNames {
+			if !free[name] && got[k] != from[k] {
+				t.Errorf("fold %d: %s moved %v → %v, though not free", i, name, from[k], got[k])
+			}
+		}
+	}
+	// Without Llama-2-7B the runs are grouped-query only: eta_kv_mha is
+	// not fitted and stays absent.
+	if v := cal.Folds[0].Coefficients.EtaKVMHA; v != 0 {
+		t.Errorf("fold without the multi-head model: eta_kv_mha %v, want absent (0)", v)
+	}
+	// Trained on Llama-2-7B's run alone: the search from the fold's own
+	// start (eta_kv_mha at its eta_kv, 0.8) on that run, and no other,
+	// gives the same coefficients, and never a worse objective than the
+	// start's on that run.
+	train := []*Experiment{mha}
+	free3, err := freeIndexes(o.Free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startOf(startWithoutGQA, free3)
+	if s.EtaKVMHA != 0.8 {
+		t.Fatalf("start eta_kv_mha %v, want eta_kv's 0.8", s.EtaKVMHA)
+	}
+	want, _, _, err := fitOn(context.Background(), train, s, free3, o.FoldBudget, o, nil, "check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cal.Folds[1].Coefficients; got != want {
+		t.Errorf("fold without the grouped-query model: %+v, the fit on Llama-2-7B's run from its own start gives %+v", got, want)
+	}
+	objective := func(c replica.Coefficients) float64 {
+		v, err := Objective(context.Background(), train, replica.Calibration{Name: "x", Coefficients: c}, Options{Seed: 1, StageLimit: 20, Draws: o.Draws}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if a, b := objective(cal.Folds[1].Coefficients), objective(s); !(a <= b) || math.IsNaN(a) {
+		t.Errorf("continued fold's objective %v, its start's %v", a, b)
+	}
+	if !strings.Contains(cal.Notes, "Every fold continued from its own coefficients (free: step_us, eta_kv, eta_kv_mha; 6 evaluations each)") {
+		t.Errorf("notes %q", cal.Notes)
+	}
+
+	// A fold recorded as trained on runs these inputs do not give.
+	bad := prior
+	bad.Folds = []replica.CalibrationFold{{Protocol: "model", HeldOut: "x", Runs: []string{"not-a-run"}, TrainedOn: 2, Coefficients: prior.Coefficients}}
+	err = ContinueFolds(context.Background(), f, &bad, o)
+	if err == nil || !strings.HasPrefix(err.Error(), "calibrate: fold model/x held out 1 runs and was fitted on 2; of these inputs' 2 fitted runs it would hold out 0 and fit on 2") {
+		t.Errorf("mismatched fold: %v", err)
+	}
+	o.FoldBudget = 0
+	if err := ContinueFolds(context.Background(), f, &cal, o); err == nil || !strings.Contains(err.Error(), "fold budget of at least 1") {
+		t.Errorf("fold budget 0: %v", err)
+	}
+}
