@@ -86,6 +86,18 @@ type CalibrateOptions struct {
 	// and closes it when it returns. The simulations of the full runs
 	// that measure the fit read their own workloads (KeepBytes says why).
 	Pool *scenario.Pool
+	// OffsetAware scores every evaluation as the calibration predicts
+	// once fitted: the runs are simulated with the coefficients alone,
+	// each deployment's step offset is set from those predictions
+	// (Offsets, the rule the fit's own offsets follow), and the objective
+	// is that of the runs simulated again with the offsets. It costs a
+	// second simulation per evaluation. Without it the objective scores
+	// the coefficients alone, and a deployment's level error, which its
+	// offset takes away afterwards, weighs on coefficients that set how
+	// the step grows with the batch and its contexts (docs/latency.md,
+	// "The knee"). Not with Candidates: an inner fold's score would
+	// take offsets from the runs it scores.
+	OffsetAware bool
 	// Remeasure keeps Start's coefficients: no search, no weights chosen
 	// (Budget, Candidates and Protocols unused), only the figures of the
 	// runs simulated with them. It re-measures a calibration after a
@@ -169,6 +181,9 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	if err != nil {
 		return nil, err
 	}
+	if o.OffsetAware && len(o.Candidates) > 1 {
+		return nil, errors.New("calibrate: an offset-aware objective does not choose among metric weights (an inner fold's score would take its offsets from the runs it scores)")
+	}
 	o.Start.Coefficients = startOf(o.Start.Coefficients, free)
 	var protocols []Protocol
 	for _, name := range o.Protocols {
@@ -212,7 +227,7 @@ func Calibrate(ctx context.Context, f *File, o CalibrateOptions) (*CalibrateResu
 	res := &CalibrateResult{Fitted: runs, Objective: obj, Evaluations: evals, Weights: weights, Selection: sel}
 	res.Calibration = replica.Calibration{Name: o.Name, Coefficients: fit, EppsimVersion: o.Version,
 		FittedOn: fmt.Sprintf("%s: %d measured runs that are not overloaded (%s); free: %s; %d evaluations, objective %.4f%s",
-			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj, weightsNote(weights)) + drawsNote(o.Draws)}
+			o.Source, len(runs), strings.Join(modelsOf(runs), ", "), strings.Join(o.Free, ", "), evals, obj, weightsNote(weights)) + drawsNote(o.Draws) + offsetsNote(o.OffsetAware)}
 	all := make([]*Experiment, len(f.Experiments))
 	for i := range f.Experiments {
 		all[i] = &f.Experiments[i]
@@ -430,7 +445,7 @@ func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, 
 	if len(free) == 0 {
 		// Nothing these runs exercise is free: the start is the fit.
 		c := replica.Calibration{Name: "fit", Coefficients: start}
-		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: o.Draws, Pool: o.Pool}, o.Workers, weights)
+		v, err := o.objective(ctx, runs, c, weights)
 		if err != nil {
 			return replica.Coefficients{}, 1, 0, err
 		}
@@ -455,7 +470,7 @@ func fitOn(ctx context.Context, runs []*Experiment, start replica.Coefficients, 
 	objective := func(x []float64) float64 {
 		evals++
 		c := replica.Calibration{Name: "fit", Coefficients: coeffs(x)}
-		v, err := WeightedObjective(ctx, runs, c, Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: o.Draws, Pool: o.Pool}, o.Workers, weights)
+		v, err := o.objective(ctx, runs, c, weights)
 		if err != nil {
 			if ctx.Err() == nil && simErr == nil && !errors.Is(err, errUnphysical) {
 				simErr = err
@@ -549,6 +564,27 @@ func WeightedObjective(ctx context.Context, runs []*Experiment, c replica.Calibr
 	return total / float64(len(results)), nil
 }
 
+// objective is the fit's objective of c on runs with o's settings:
+// WeightedObjective, after setting c's step offsets from the runs
+// predicted with c's coefficients alone when o.OffsetAware.
+func (o CalibrateOptions) objective(ctx context.Context, runs []*Experiment, c replica.Calibration, weights map[string]float64) (float64, error) {
+	so := Options{Seed: o.Seed, StageLimit: o.StageLimit, Draws: o.Draws, Pool: o.Pool}
+	if o.OffsetAware {
+		if err := c.Coefficients.Validate(); err != nil {
+			return 0, fmt.Errorf("%w: %v", errUnphysical, err)
+		}
+		c.Offsets = nil
+		results, err := SimulateAll(ctx, runs, c, so, o.Workers)
+		if err != nil {
+			return 0, err
+		}
+		if c.Offsets, err = Offsets(results); err != nil {
+			return 0, err
+		}
+	}
+	return WeightedObjective(ctx, runs, c, so, o.Workers, weights)
+}
+
 // FoldDraws is what a fold records of an objective with draws
 // (CalibrateOptions.Draws): its number of arrival draws near the knee, 0
 // for one draw, which is what a fold without the field means.
@@ -557,6 +593,15 @@ func FoldDraws(draws int) int {
 		return n
 	}
 	return 0
+}
+
+// offsetsNote says when the objective scored the runs with their
+// deployments' step offsets (CalibrateOptions.OffsetAware).
+func offsetsNote(aware bool) string {
+	if aware {
+		return "; each evaluation scored with the step offsets its own predictions give"
+	}
+	return ""
 }
 
 // drawsNote says how the objective predicted runs near their knee.

@@ -55,7 +55,7 @@ func ContinueFolds(ctx context.Context, f *File, cal *replica.Calibration, o Cal
 		fd.Coefficients = co
 	}
 	if len(cal.Folds) > 0 {
-		cal.Notes = strings.TrimSpace(cal.Notes + fmt.Sprintf(" Every fold continued from its own coefficients (free: %s; %d evaluations each).", strings.Join(o.Free, ", "), o.FoldBudget))
+		cal.Notes = strings.TrimSpace(cal.Notes + fmt.Sprintf(" Every fold continued from its own coefficients (free: %s; %d evaluations each%s).", strings.Join(o.Free, ", "), o.FoldBudget, offsetsNote(o.OffsetAware)))
 	}
 	return nil
 }

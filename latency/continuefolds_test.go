@@ -104,3 +104,65 @@ func TestContinueFolds(t *testing.T) {
 		t.Errorf("fold budget 0: %v", err)
 	}
 }
+
+// TestOffsetAwareObjective: a run measured 1.3× slower per step than the
+// coefficients predict (its deployment's step offset) costs the plain
+// objective ln 1.3 in ITL; the offset-aware one sets the offset from the
+// coefficients' own prediction first, shrunk to the half of the log of
+// one run (replica.ShrunkOffset, n/(n+1) = 1/2), so it costs half that;
+// offsets already on the calibration are replaced, not kept.
+func TestOffsetAwareObjective(t *testing.T) {
+	f, err := Parse([]byte(miniFile), "mini.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &f.Experiments[0]
+	runs := []*Experiment{e}
+	truth := replica.DefaultCalibration()
+	truth.Offsets = nil
+	d, err := deploymentOf(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := truth
+	slow.Offsets = []replica.StepOffset{{Deployment: d, Runs: 1, Factor: 1.3}}
+	res, err := SimulateAll(context.Background(), runs, slow, Options{Seed: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Measured = map[string]Measurement{}
+	for scope, v := range res[0].Predicted {
+		e.Measured[scope] = Measurement{E2E: Distribution{v["e2e_mean"], v["e2e_p90"], v["e2e_p99"]},
+			TTFT: Distribution{v["ttft_mean"], v["ttft_p90"], v["ttft_p99"]}}
+	}
+	itlOnly := map[string]float64{}
+	for _, m := range FitMetrics {
+		itlOnly[m] = 0
+	}
+	itlOnly["itl_mean"] = 1
+	ctx := context.Background()
+	plain, err := CalibrateOptions{Seed: 1, Workers: 1}.objective(ctx, runs, truth, itlOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aware, err := CalibrateOptions{Seed: 1, Workers: 1, OffsetAware: true}.objective(ctx, runs, truth, itlOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := math.Log(1.3); math.Abs(plain-want) > 0.1*want {
+		t.Errorf("plain objective %.4f, want about ln 1.3 = %.4f", plain, want)
+	}
+	if want := math.Log(1.3) / 2; math.Abs(aware-want) > 0.1*want {
+		t.Errorf("offset-aware objective %.4f, want about ln 1.3 / 2 = %.4f", aware, want)
+	}
+	again, err := CalibrateOptions{Seed: 1, Workers: 1, OffsetAware: true}.objective(ctx, runs, slow, itlOnly)
+	if err != nil || again != aware {
+		t.Errorf("offset-aware objective of a calibration with offsets %v (%v), want %v: its offsets are set again", again, err, aware)
+	}
+	// Not with a choice among metric weights.
+	_, err = Calibrate(ctx, f, CalibrateOptions{Start: truth, Free: []string{"step_us"}, Budget: 1, OffsetAware: true,
+		Candidates: []map[string]float64{nil, {"ttft_p99": 3}}, Workers: 1})
+	if err == nil || !strings.Contains(err.Error(), "offset-aware objective does not choose among metric weights") {
+		t.Errorf("offset-aware with weight candidates: %v", err)
+	}
+}

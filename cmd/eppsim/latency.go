@@ -373,6 +373,7 @@ type calibrateFlags struct {
 	start       string
 	cont        string
 	refitFolds  bool
+	offsetAware bool
 	name        string
 	free        string
 	budget      int
@@ -423,6 +424,7 @@ Validating the written calibration on the same inputs reproduces the fit it repo
 	fl.StringVar(&f.start, "start", "", "calibration to start from, the full fit and every --protocol refit alike (default: the documented prior, replica/calibrations/prior.yaml; starting from a calibration fitted on the same runs would carry what the held-out runs taught it into the refits)")
 	fl.StringVar(&f.cont, "continue", "", "calibration FILE to continue: the full fit starts from FILE's coefficients, and FILE's out-of-sample folds, their figures and its intervals are kept as they are (each fold was refitted without the full fit, so continuing it does not change them; its reach beyond the fitted TP sizes and GPUs is measured again from them); FILE's leave-one-model-out folds must have held out exactly these inputs' fitted runs, with these metric weights; not with --start, --protocol or --weight-candidate. With --budget 0 nothing is fitted: FILE's coefficients are kept and its figures measured again (after a change to eppsim that does not call for a refit)")
 	fl.BoolVar(&f.refitFolds, "refit-folds", false, "with --continue: continue FILE's out-of-sample folds too, each from its own coefficients with --free and --fold-budget evaluations on its own training runs, so that a stage added after the full fit (say, fewer coefficients freed) is added to every fold and the protocols measure the whole procedure; their figures, intervals and reach are then measured from the continued folds")
+	fl.BoolVar(&f.offsetAware, "offset-aware", false, "score every evaluation of every fit as the calibration predicts once fitted: with each deployment's step offset set from the evaluation's own predictions (a second simulation per evaluation; docs/latency.md, \"Deployment offsets\"); not with --weight-candidate")
 	fl.StringVar(&f.name, "name", "", "name of the calibration (default: the --out file's base name)")
 	fl.StringVar(&f.free, "free", strings.Join(latency.DefaultFree, ","), "coefficients to fit, comma-separated (of "+strings.Join(replica.CoefficientNames, ", ")+")")
 	fl.IntVar(&f.budget, "budget", 300, "objective evaluations of the fit (each simulates every fitted run); 0 only with --continue, to re-measure without fitting")
@@ -537,7 +539,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
 		Start: start, Free: free, Budget: f.budget, FoldBudget: f.foldBudget, StageLimit: f.stageLimit,
 		Protocols: protocols, Weights: weights, Candidates: candidates, InnerFolds: f.innerFolds, InnerBudget: f.innerBudget,
-		Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress, Remeasure: carried != nil && f.budget == 0,
+		Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress, Remeasure: carried != nil && f.budget == 0, OffsetAware: f.offsetAware,
 		Name: name, Source: strings.Join(bases, ", "), Version: version,
 	})
 	if err != nil {
@@ -560,7 +562,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 				foldBudget = f.budget
 			}
 			if err := latency.ContinueFolds(ctx, file, &res.Calibration, latency.CalibrateOptions{
-				Free: free, FoldBudget: foldBudget, StageLimit: f.stageLimit, Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress,
+				Free: free, FoldBudget: foldBudget, StageLimit: f.stageLimit, Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress, OffsetAware: f.offsetAware,
 			}); err != nil {
 				if ctx.Err() != nil {
 					return interrupted(ctx, nil)

@@ -362,7 +362,7 @@ func TestCalibrateContinue(t *testing.T) {
 	// coefficients with --free alone moving (good's folds carry cal's).
 	refit := filepath.Join(dir, "refit.yaml")
 	if _, stderr, err := runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", refit, "--budget", "1",
-		"--stage-limit", "20", "--continue", good, "--refit-folds", "--free", "step_us", "--fold-budget", "3", "--quiet"); err != nil {
+		"--stage-limit", "20", "--continue", good, "--refit-folds", "--free", "step_us", "--fold-budget", "3", "--offset-aware", "--quiet"); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	if y, err = os.ReadFile(refit); err != nil {
@@ -383,8 +383,10 @@ func TestCalibrateContinue(t *testing.T) {
 			t.Errorf("fold %s: %+v moved beyond step_us from %+v", fd.HeldOut, fd.Coefficients, cal.Coefficients)
 		}
 	}
-	if len(rf.Folds) != 2 || moved == 0 || !strings.Contains(rf.Notes, "Every fold continued from its own coefficients (free: step_us; 3 evaluations each)") {
-		t.Errorf("--refit-folds: %d folds, %d moved step_us, notes %q", len(rf.Folds), moved, rf.Notes)
+	const scored = "each evaluation scored with the step offsets its own predictions give"
+	if len(rf.Folds) != 2 || moved == 0 || !strings.Contains(rf.Notes, "Every fold continued from its own coefficients (free: step_us; 3 evaluations each; "+scored+")") ||
+		!strings.Contains(rf.FittedOn, scored) {
+		t.Errorf("--refit-folds --offset-aware: %d folds, %d moved step_us, fitted_on %q, notes %q", len(rf.Folds), moved, rf.FittedOn, rf.Notes)
 	}
 	for _, args := range [][]string{{"--refit-folds"}, {"--refit-folds", "--continue", good, "--budget", "0"}} {
 		_, _, err := runCLI(t, append([]string{"calibrate", resultsDirs.codegen, "--out", filepath.Join(dir, "never.yaml")}, args...)...)
