@@ -15,17 +15,8 @@ import (
 // absent (eta_kv stands in), one trained on Llama-2-7B fits it from
 // eta_kv; a fold whose record does not match the inputs is refused.
 func TestContinueFolds(t *testing.T) {
-	f, err := Parse([]byte(miniFile), "mini.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two measured runs of two models: Qwen2.5-7B (grouped-query) and a
-	// copy as Llama-2-7B (multi-head); the mini file's unmeasured run is
-	// not fitted.
-	f.Experiments = append(f.Experiments, f.Experiments[0])
-	mha := &f.Experiments[len(f.Experiments)-1]
-	mha.ID, mha.Model = "copy", "meta-llama/Llama-2-7b-hf"
-	gqa := &f.Experiments[0]
+	f := miniTwoModels(t)
+	mha, gqa := &f.Experiments[len(f.Experiments)-1], &f.Experiments[0]
 	if len(FitRuns(f)) != 2 {
 		t.Fatalf("fitted runs %d, want 2", len(FitRuns(f)))
 	}

@@ -173,19 +173,27 @@ func TestSelectNeedsTwoModels(t *testing.T) {
 	}
 }
 
-// TestCalibrateRecordsFolds: a calibration with a protocol records each
-// fold's refit, and validating it predicts every held-out run with its
-// fold's coefficients, exactly as simulating that run with them does.
-func TestCalibrateRecordsFolds(t *testing.T) {
+// miniTwoModels is the mini file with two measured runs of two models:
+// its first run, Qwen2.5-7B's (grouped-query attention), and a copy of it
+// as Llama-2-7B's (multi-head), id "copy", last; the file's unmeasured run
+// is not fitted.
+func miniTwoModels(t *testing.T) *File {
+	t.Helper()
 	f, err := Parse([]byte(miniFile), "mini.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two measured runs of two models (the mini file's second model is
-	// unmeasured and is not fitted).
 	f.Experiments = append(f.Experiments, f.Experiments[0])
 	last := &f.Experiments[len(f.Experiments)-1]
 	last.ID, last.Model = "copy", "meta-llama/Llama-2-7b-hf"
+	return f
+}
+
+// TestCalibrateRecordsFolds: a calibration with a protocol records each
+// fold's refit, and validating it predicts every held-out run with its
+// fold's coefficients, exactly as simulating that run with them does.
+func TestCalibrateRecordsFolds(t *testing.T) {
+	f := miniTwoModels(t)
 	res, err := Calibrate(context.Background(), f, CalibrateOptions{Start: replica.PriorCalibration(), Budget: 2, StageLimit: 20,
 		Protocols: []string{"model"}, MinTrainRuns: 1, Workers: 2, Name: "t", Source: "mini.json"})
 	if err != nil {
