@@ -93,7 +93,7 @@ type CalibrateOptions struct {
 	// is that of the runs simulated again with the offsets. It costs a
 	// second simulation per evaluation. Without it the objective scores
 	// the coefficients alone, and a deployment's level error, which its
-	// offset takes away afterwards, weighs on coefficients that set how
+	// offset takes away afterwards, can weigh on coefficients that set how
 	// the step grows with the batch and its contexts (docs/latency.md,
 	// "The knee"). Not with Candidates: an inner fold's score would
 	// take offsets from the runs it scores.
