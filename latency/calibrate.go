@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/gonum/optimize"
 
+	"github.com/eppsim/eppsim/arch"
 	"github.com/eppsim/eppsim/replica"
 	"github.com/eppsim/eppsim/scenario"
 )
@@ -390,22 +391,24 @@ func startOf(start replica.Coefficients, free []int) replica.Coefficients {
 	return replica.CoefficientsFromVector(v)
 }
 
-// exercised drops from free the coefficients that no run of runs
-// exercises, which keep their starting values: eta_kv_mha without a
-// model of multi-head attention among them (a refit that held out the
-// only such model has nothing to fit it on, and the objective would be
-// flat along it).
+// exercised drops from free the optional coefficients that no run of
+// runs exercises (replica.CoefficientExercised), which keep their
+// starting values: eta_kv_mha without a model of multi-head attention
+// among them, eta_experts without an unquantised mixture of experts (a
+// refit that held out the only such model has nothing to fit it on, and
+// the objective would be flat along it).
 func exercised(free []int, runs []*Experiment) []int {
-	mha := slices.Index(replica.CoefficientNames, "eta_kv_mha")
-	if !slices.Contains(free, mha) {
-		return free
-	}
+	var models []*arch.Model
 	for _, e := range runs {
-		if m, err := e.ArchModel(); err == nil && m.MultiHeadKV() {
-			return free
+		if m, err := e.ArchModel(); err == nil {
+			models = append(models, m)
 		}
 	}
-	return slices.DeleteFunc(slices.Clone(free), func(i int) bool { return i == mha })
+	return slices.DeleteFunc(slices.Clone(free), func(i int) bool {
+		name := replica.CoefficientNames[i]
+		return replica.OptionalCoefficients[name] != "" &&
+			!slices.ContainsFunc(models, func(m *arch.Model) bool { return replica.CoefficientExercised(name, m) })
+	})
 }
 
 // isEfficiency reports whether coefficient i is a fraction (searched on

@@ -3,7 +3,6 @@ package latency
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/eppsim/eppsim/replica"
@@ -12,7 +11,8 @@ import (
 // ContinueFolds continues every out-of-sample fold of cal, a calibration
 // whose folds were fitted on f's runs (calibrate --continue
 // --refit-folds): each fold's search starts from its own coefficients and
-// frees o.Free, with o.FoldBudget evaluations, on its own training runs
+// frees o.Free, with o.FoldBudget evaluations (0: o.Budget, as Calibrate
+// has it), on its own training runs
 // (f's fitted runs without the ones it held out), so a stage added after
 // the full fit is added to every fold alike and no fold sees its held-out
 // runs. A fold whose training runs do not match its record (another file,
@@ -20,9 +20,15 @@ import (
 // caller measures them again (SetFoldOffsets).
 func ContinueFolds(ctx context.Context, f *File, cal *replica.Calibration, o CalibrateOptions) error {
 	runs := FitRuns(f)
+	if o.Free == nil {
+		o.Free = DefaultFree
+	}
 	free, err := freeIndexes(o.Free)
 	if err != nil {
 		return err
+	}
+	if o.FoldBudget <= 0 {
+		o.FoldBudget = o.Budget
 	}
 	if o.FoldBudget <= 0 {
 		return fmt.Errorf("calibrate: continuing the folds needs a fold budget of at least 1, got %d", o.FoldBudget)
@@ -33,15 +39,10 @@ func ContinueFolds(ctx context.Context, f *File, cal *replica.Calibration, o Cal
 	}
 	for i := range cal.Folds {
 		fd := &cal.Folds[i]
-		var train []*Experiment
-		for _, e := range runs {
-			if !slices.Contains(fd.Runs, e.ID) {
-				train = append(train, e)
-			}
-		}
-		if held := len(runs) - len(train); held != len(fd.Runs) || len(train) != fd.TrainedOn {
+		train, test := splitFold(runs, *fd)
+		if len(test) != len(fd.Runs) || len(train) != fd.TrainedOn {
 			return fmt.Errorf("calibrate: fold %s/%s held out %d runs and was fitted on %d; of these inputs' %d fitted runs it would hold out %d and fit on %d",
-				fd.Protocol, fd.HeldOut, len(fd.Runs), fd.TrainedOn, len(runs), held, len(train))
+				fd.Protocol, fd.HeldOut, len(fd.Runs), fd.TrainedOn, len(runs), len(test), len(train))
 		}
 		label := fd.Protocol + " without " + fd.HeldOut + ", continued"
 		// An optional coefficient these runs do not exercise stays as it

@@ -360,4 +360,18 @@ func TestStartOfAndExercisedKVMHA(t *testing.T) {
 	if got := names(free); got != "step_us,eta_kv,eta_kv_mha" {
 		t.Errorf("exercised changed its argument: %s", got)
 	}
+	// eta_experts alike: only an unquantised mixture of experts (Mixtral)
+	// fits it; Scout's FP8 experts stream at eta_weights.
+	withExperts, err := freeIndexes([]string{"eta_weights", "eta_experts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scout := &Experiment{Model: "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"}
+	mixtral := &Experiment{Model: "mistralai/Mixtral-8x7B-v0.1"}
+	if got := names(exercised(withExperts, []*Experiment{gqa, scout})); got != "eta_weights" {
+		t.Errorf("dense and FP8 experts: free %s, want eta_weights", got)
+	}
+	if got := names(exercised(withExperts, []*Experiment{gqa, mixtral})); got != "eta_weights,eta_experts" {
+		t.Errorf("with Mixtral: free %s, want eta_weights,eta_experts", got)
+	}
 }

@@ -104,14 +104,7 @@ func foldOffsets(ctx context.Context, c replica.Calibration, train, test []*Expe
 func SetFoldOffsets(ctx context.Context, f *File, c *replica.Calibration, o Options, workers int) error {
 	runs := FitRuns(f)
 	for i, fold := range c.Folds {
-		var train, test []*Experiment
-		for _, e := range runs {
-			if slices.Contains(fold.Runs, e.ID) {
-				test = append(test, e)
-			} else {
-				train = append(train, e)
-			}
-		}
+		train, test := splitFold(runs, fold)
 		fc := *c
 		fc.Coefficients = fold.Coefficients
 		offs, err := foldOffsets(ctx, fc, train, test, o, workers)
@@ -121,4 +114,17 @@ func SetFoldOffsets(ctx context.Context, f *File, c *replica.Calibration, o Opti
 		c.Folds[i].Offsets = offs
 	}
 	return nil
+}
+
+// splitFold splits runs into a recorded fold's training runs and the
+// runs it held out (fold.Runs), in runs' order.
+func splitFold(runs []*Experiment, fold replica.CalibrationFold) (train, test []*Experiment) {
+	for _, e := range runs {
+		if slices.Contains(fold.Runs, e.ID) {
+			test = append(test, e)
+		} else {
+			train = append(train, e)
+		}
+	}
+	return train, test
 }

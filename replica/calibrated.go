@@ -118,6 +118,23 @@ func (c Coefficients) KVEfficiency(multiHead bool) float64 {
 // multi-head model's KV at eta_kv.
 var OptionalCoefficients = map[string]string{"eta_experts": "eta_weights", "eta_kv_mha": "eta_kv"}
 
+// CoefficientExercised reports whether the step time of model m depends
+// on coefficient name. Every coefficient does but the optional ones:
+// eta_experts only in a mixture of experts whose routed experts are
+// unquantised (they run the fused MoE kernel; quantised experts stream at
+// eta_weights, as newCalibratedModel has it), eta_kv_mha only with
+// multi-head attention (arch.Model.MultiHeadKV). A fit on runs of which
+// none exercises a coefficient has nothing to fit it on.
+func CoefficientExercised(name string, m *arch.Model) bool {
+	switch name {
+	case "eta_experts":
+		return m.MoE != nil && m.MoE.Experts > 0 && m.Quant.WeightBits == 0
+	case "eta_kv_mha":
+		return m.MultiHeadKV()
+	}
+	return true
+}
+
 // CoefficientNames lists the coefficients in the order of Vector.
 var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
 	"roofline_exponent", "all_reduce_us", "eta_link", "ingest_us", "per_output_token_us", "ingest_jitter", "eta_experts", "eta_kv_mha"}

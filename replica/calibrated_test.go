@@ -805,3 +805,32 @@ func TestCalibratedKVEfficiencyByLayout(t *testing.T) {
 		t.Errorf("eta_kv_mha -0.1: %v, want refused", err)
 	}
 }
+
+// TestCoefficientExercised: the optional coefficients bear on the models
+// whose steps read them (eta_experts: unquantised routed experts;
+// eta_kv_mha: multi-head attention), every other coefficient on all.
+func TestCoefficientExercised(t *testing.T) {
+	for _, tc := range []struct {
+		model                 string
+		experts, kvMHA, steps bool
+	}{
+		{"mistralai/Mixtral-8x7B-v0.1", true, false, true},
+		{"RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", false, false, true},
+		{"meta-llama/Llama-2-7b-hf", false, true, true},
+		{"meta-llama/Llama-3.1-8B-Instruct", false, false, true},
+	} {
+		m, err := arch.LookupModel(tc.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := CoefficientExercised("eta_experts", m); got != tc.experts {
+			t.Errorf("%s: eta_experts exercised %v, want %v", tc.model, got, tc.experts)
+		}
+		if got := CoefficientExercised("eta_kv_mha", m); got != tc.kvMHA {
+			t.Errorf("%s: eta_kv_mha exercised %v, want %v", tc.model, got, tc.kvMHA)
+		}
+		if got := CoefficientExercised("step_us", m); got != tc.steps {
+			t.Errorf("%s: step_us exercised %v, want %v", tc.model, got, tc.steps)
+		}
+	}
+}

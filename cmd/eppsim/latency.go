@@ -536,12 +536,13 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	if !f.quiet {
 		progress = cmd.ErrOrStderr()
 	}
-	res, err := latency.Calibrate(ctx, file, latency.CalibrateOptions{
+	opts := latency.CalibrateOptions{
 		Start: start, Free: free, Budget: f.budget, FoldBudget: f.foldBudget, StageLimit: f.stageLimit,
 		Protocols: protocols, Weights: weights, Candidates: candidates, InnerFolds: f.innerFolds, InnerBudget: f.innerBudget,
 		Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress, Remeasure: carried != nil && f.budget == 0, OffsetAware: f.offsetAware,
 		Name: name, Source: strings.Join(bases, ", "), Version: version,
-	})
+	}
+	res, err := latency.Calibrate(ctx, file, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(ctx, nil)
@@ -557,13 +558,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
 		}
 		if f.refitFolds {
-			foldBudget := f.foldBudget
-			if foldBudget == 0 {
-				foldBudget = f.budget
-			}
-			if err := latency.ContinueFolds(ctx, file, &res.Calibration, latency.CalibrateOptions{
-				Free: free, FoldBudget: foldBudget, StageLimit: f.stageLimit, Seed: f.seed, Draws: f.draws, Workers: f.workers, Progress: progress, OffsetAware: f.offsetAware,
-			}); err != nil {
+			if err := latency.ContinueFolds(ctx, file, &res.Calibration, opts); err != nil {
 				if ctx.Err() != nil {
 					return interrupted(ctx, nil)
 				}
