@@ -59,7 +59,7 @@ type Feed struct {
 	openErr   error
 	src       feedSource
 	done      chan struct{} // closed when the reader goroutine has ended
-	abandoned bool          // a run stopped waiting on its context: Close does not wait for the reader
+	abandoned bool          // a run stopped on its context (waiting or not): Close does not wait for the reader
 
 	// items[k] is request base+k. After the last request read comes end,
 	// the terminal error (nil while reading), with endSkipped.
@@ -224,7 +224,7 @@ func (f *Feed) wake() {
 }
 
 // Close stops the reader and waits for it to end (the stream is closed
-// then), unless a run has stopped waiting for it on its context: the
+// then), unless a run has stopped on its context (FeedReader.Close): the
 // reader may then be blocked in an open or read that does not return, and
 // ends when it does. Runs still reading get the requests read so far,
 // then an error.
@@ -500,7 +500,11 @@ func (r *FeedReader) SkippedErrors() []error {
 }
 
 // Close leaves the feed: the run reads no more, and holds back no
-// request. Calling it again does nothing.
+// request. Calling it again does nothing. A run that leaves after its
+// context ended abandons the feed, as one that stopped waiting in Next
+// does: it may have stopped while simulating, with the feed's reader
+// blocked in a read that never returns (a FIFO whose writer went quiet),
+// and Feed.Close must not wait for that read.
 func (r *FeedReader) Close() {
 	if r.closed {
 		return
@@ -510,6 +514,9 @@ func (r *FeedReader) Close() {
 	f := r.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if r.ctx.Err() != nil {
+		f.abandoned = true
+	}
 	if i := slices.Index(f.readers, r); i >= 0 {
 		f.readers = slices.Delete(f.readers, i, i+1)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,6 +66,10 @@ func TestFeedContext(t *testing.T) {
 		{"read blocks", false, 3, false},
 		{"read blocks, gated", false, 3, true},
 		{"first read blocks", false, 0, false},
+		// The run stops on its context while simulating, not in Next,
+		// with the feed's reader blocked in a read (issue 22's CI:
+		// run on a FIFO gone quiet, two configs, under load).
+		{"read blocks, run ends outside Next", false, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			unblock := make(chan struct{})
@@ -96,6 +101,17 @@ func TestFeedContext(t *testing.T) {
 					return
 				}
 				defer rd.Close()
+				if strings.HasSuffix(tc.name, "outside Next") {
+					for range tc.before {
+						if _, err = rd.Next(); err != nil {
+							t.Errorf("Next before the block: %v", err)
+							return
+						}
+					}
+					<-ctx.Done() // the run simulates until its context ends
+					err = ctx.Err()
+					return
+				}
 				for n := 0; ; n++ {
 					if _, err = rd.Next(); err != nil {
 						if n != tc.before {
