@@ -90,6 +90,18 @@ func TestContinueFolds(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "calibrate: fold model/x held out 1 runs and was fitted on 2; of these inputs' 2 fitted runs it would hold out 0 and fit on 2") {
 		t.Errorf("mismatched fold: %v", err)
 	}
+	// Every fold is checked before any is fitted: a good fold before the
+	// bad one keeps its coefficients.
+	mixed := cal
+	mixed.Folds = []replica.CalibrationFold{cal.Folds[0], bad.Folds[0]}
+	mixed.Folds[0].Coefficients.StepUs += 17
+	kept := mixed.Folds[0].Coefficients
+	if err := ContinueFolds(context.Background(), f, &mixed, o); err == nil || mixed.Folds[0].Coefficients != kept {
+		t.Errorf("a good fold before a mismatched one: err %v, coefficients %+v, want %+v kept", err, mixed.Folds[0].Coefficients, kept)
+	}
+	if err := CheckFolds(f, cal.Folds); err != nil {
+		t.Errorf("CheckFolds of the folds it fitted: %v", err)
+	}
 	o.FoldBudget = 0
 	if err := ContinueFolds(context.Background(), f, &cal, o); err == nil || !strings.Contains(err.Error(), "fold budget of at least 1") {
 		t.Errorf("fold budget 0: %v", err)

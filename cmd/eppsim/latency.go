@@ -524,6 +524,14 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 		return err
 	}
 	reportRefused(cmd.ErrOrStderr(), file)
+	if carried != nil {
+		if err := checkCarried(*carried, latency.FitRuns(file), weights, f.draws); err != nil {
+			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
+		}
+		if err := latency.CheckFolds(file, carried.Folds); err != nil {
+			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
+		}
+	}
 	bases := make([]string, len(paths))
 	for i, p := range paths {
 		bases[i] = filepath.Base(p)
@@ -554,9 +562,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	}
 	var carriedOOS []latency.ProtocolRows
 	if carried != nil {
-		if err := carryProtocols(&res.Calibration, *carried, res.Results, weights, f.draws); err != nil {
-			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
-		}
+		carryProtocols(&res.Calibration, *carried)
 		if f.refitFolds {
 			if err := latency.ContinueFolds(ctx, file, &res.Calibration, opts); err != nil {
 				if ctx.Err() != nil {
@@ -690,21 +696,19 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	return nil
 }
 
-// carryProtocols gives cal, a full fit continued from from, from's
-// out-of-sample folds, their figures (every fit key but the in-sample
-// mape_*) and its intervals (which the caller measures again from the
-// folds' predictions, with the seen models' and the reach, when they
-// give factors). They stay valid because no fold was fitted
-// from the full fit (each starts from the prior), provided they held out
-// the same runs with the same objective: from's leave-one-model-out folds
-// must partition exactly the runs this fit was fitted on (results that
-// are not overloaded), each with the metric weights given now.
-func carryProtocols(cal *replica.Calibration, from replica.Calibration, results []*latency.Result, weights map[string]float64, draws int) error {
-	fitted := map[string]bool{}
-	for _, r := range results {
-		if !r.Experiment.Overloaded() {
-			fitted[r.Experiment.ID] = true
-		}
+// checkCarried refuses --continue's file unless its out-of-sample folds
+// describe the fit about to run: no fold can be carried otherwise, and
+// the check needs only the inputs, so it runs before the fit (which takes
+// most of an hour on the shared runs), not after it. The folds stay valid
+// because no fold was fitted from the full fit (each starts from the
+// prior), provided they held out the same runs with the same objective:
+// from's leave-one-model-out folds must partition exactly the runs this
+// fit is fitted on (latency.FitRuns), each fold with the metric weights
+// and the arrival draws given now.
+func checkCarried(from replica.Calibration, fitted []*latency.Experiment, weights map[string]float64, draws int) error {
+	fit := map[string]bool{}
+	for _, e := range fitted {
+		fit[e.ID] = true
 	}
 	held := map[string]bool{}
 	for _, fd := range from.Folds {
@@ -718,7 +722,7 @@ func carryProtocols(cal *replica.Calibration, from replica.Calibration, results 
 			continue
 		}
 		for _, id := range fd.Runs {
-			if !fitted[id] {
+			if !fit[id] {
 				return fmt.Errorf("its leave-one-model-out folds hold out %s, which these inputs do not fit", id)
 			}
 			held[id] = true
@@ -727,11 +731,20 @@ func carryProtocols(cal *replica.Calibration, from replica.Calibration, results 
 	if len(held) == 0 {
 		return errors.New("it has no leave-one-model-out folds to keep")
 	}
-	for id := range fitted {
-		if !held[id] {
-			return fmt.Errorf("its leave-one-model-out folds never hold out %s, which these inputs fit", id)
+	for _, e := range fitted {
+		if !held[e.ID] {
+			return fmt.Errorf("its leave-one-model-out folds never hold out %s, which these inputs fit", e.ID)
 		}
 	}
+	return nil
+}
+
+// carryProtocols gives cal, a full fit continued from from (checked by
+// checkCarried), from's out-of-sample folds, their figures (every fit key
+// but the in-sample mape_*) and its intervals (which the caller measures
+// again from the folds' predictions, with the seen models' and the reach,
+// when they give factors).
+func carryProtocols(cal *replica.Calibration, from replica.Calibration) {
 	cal.Folds, cal.Intervals = from.Folds, from.Intervals
 	for k, v := range from.Fit {
 		if !strings.HasPrefix(k, "mape_") {
@@ -741,7 +754,6 @@ func carryProtocols(cal *replica.Calibration, from replica.Calibration, results 
 			cal.Fit[k] = v
 		}
 	}
-	return nil
 }
 
 func printCoefficients(w io.Writer, c replica.Coefficients) {

@@ -395,23 +395,48 @@ func TestCalibrateContinue(t *testing.T) {
 		}
 	}
 	// Folds that never held out one of the fitted runs do not describe
-	// this fit.
+	// this fit. Such a file is refused before the fit, which on the shared
+	// runs takes most of an hour: the progress shows no evaluation.
 	partial := withFolds(ids[0])
 	bad := filepath.Join(dir, "bad.yaml")
-	_, _, err = runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", bad, "--budget", "2",
-		"--stage-limit", "20", "--continue", partial, "--quiet")
-	if exitCode(err) != 2 || !strings.Contains(err.Error(), "never hold out "+ids[1]) {
-		t.Errorf("partial folds: %v", err)
+	_, stderr, err = runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", bad, "--budget", "2",
+		"--stage-limit", "20", "--continue", partial)
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "never hold out "+ids[1]) || strings.Contains(stderr, "evaluation") {
+		t.Errorf("partial folds: %v, progress %q", err, stderr)
 	}
 	if _, err := os.Stat(bad); err == nil {
 		t.Error("a refused --continue wrote its --out")
 	}
+	// Nor does a fold of another protocol recorded on other runs (here
+	// trained on 5, where these inputs leave 1).
+	gy, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := replica.ParseCalibration(gy, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Folds = append(other.Folds, replica.CalibrationFold{Protocol: "tp", HeldOut: "TP 9", Runs: []string{ids[0]}, TrainedOn: 5, Draws: latency.KneeDraws, Coefficients: cal.Coefficients})
+	oy, err := other.MarshalYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPath := filepath.Join(dir, "other.yaml")
+	if err := os.WriteFile(otherPath, oy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", bad, "--budget", "2",
+		"--stage-limit", "20", "--continue", otherPath)
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "fold tp/TP 9 held out 1 runs and was fitted on 5; of these inputs' 2 fitted runs it would hold out 1 and fit on 1") || strings.Contains(stderr, "evaluation") {
+		t.Errorf("a fold recorded on other runs: %v, progress %q", err, stderr)
+	}
 	// Folds fitted with the median of five draws near the knee do not
 	// describe a fit with one (--draws 1).
-	_, _, err = runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", bad, "--budget", "2",
-		"--stage-limit", "20", "--continue", good, "--draws", "1", "--quiet")
-	if exitCode(err) != 2 || !strings.Contains(err.Error(), "by 5 arrival draws, this fit by 1 (--draws)") {
-		t.Errorf("folds of another --draws: %v", err)
+	_, stderr, err = runCLI(t, "calibrate", resultsDirs.codegen, resultsDirs.mixtral, "--out", bad, "--budget", "2",
+		"--stage-limit", "20", "--continue", good, "--draws", "1")
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "by 5 arrival draws, this fit by 1 (--draws)") || strings.Contains(stderr, "evaluation") {
+		t.Errorf("folds of another --draws: %v, progress %q", err, stderr)
 	}
 	if _, err := os.Stat(bad); err == nil {
 		t.Error("a refused --continue wrote its --out")
