@@ -409,11 +409,7 @@ func TestCalibrateContinue(t *testing.T) {
 	}
 	// Nor does a fold of another protocol recorded on other runs (here
 	// trained on 5, where these inputs leave 1).
-	gy, err := os.ReadFile(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := replica.ParseCalibration(gy, good)
+	other, err := replica.LoadCalibration(good)
 	if err != nil {
 		t.Fatal(err)
 	}
