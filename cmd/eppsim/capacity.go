@@ -167,6 +167,10 @@ func capacityMain(ctx context.Context, stdout, stderr io.Writer, f *capacityFlag
 	if err != nil {
 		return withExitCode(2, err)
 	}
+	// It counts the trace, then reads it once per rate tried.
+	if err := checkRereadableTrace("a capacity search", spec.Trace); err != nil {
+		return withExitCode(2, err)
+	}
 	configs := f.configs
 	if len(configs) == 0 {
 		configs = []string{"default"}

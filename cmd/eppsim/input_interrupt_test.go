@@ -99,28 +99,41 @@ func TestInterruptedWhileReading(t *testing.T) {
 	}
 }
 
-// TestSweepRefusesFIFOTrace: a sweep, which hashes its trace and may read
-// it once per round of points, refuses a FIFO or a pipe at once (exit 2,
-// naming --trace) instead of blocking on it.
+// TestSweepRefusesFIFOTrace: a verb that reads its trace more than once
+// refuses a FIFO or a pipe at once (exit 2, naming --trace) instead of
+// blocking on it, where SIGTERM did not stop it: a sweep and tune, which
+// hash their trace and may read it once per round of points, and a
+// capacity search, which counts it and reads it once per rate.
 func TestSweepRefusesFIFOTrace(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "trace.jsonl")
-	mkfifo(t, fifo)
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, err = runCLI(t, "sweep", "--trace", fifo, "--vary", "queue-scorer.weight=1,2", "--out", filepath.Join(t.TempDir(), "out"), "--progress", "never")
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		// Let the blocked open return.
-		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-		t.Fatal("sweep blocked on the FIFO")
-	}
-	if exitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), "--trace "+fifo+" is a FIFO or pipe, and a sweep reads its trace more than once") {
-		t.Fatalf("err %v (exit %d)", err, exitCode(err))
+	for _, tc := range []struct {
+		verb string
+		args []string
+	}{
+		{"a sweep", []string{"sweep", "--vary", "queue-scorer.weight=1,2"}},
+		{"tune", []string{"tune", "--param", "queue-scorer.weight=0:5", "--budget", "4"}},
+		{"a capacity search", []string{"capacity", "--mode", "open-loop", "--replicas", "2", "--slo", "ttft_p99<=2s"}},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			fifo := filepath.Join(t.TempDir(), "trace.jsonl")
+			mkfifo(t, fifo)
+			var err error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _, err = runCLI(t, append(tc.args, "--trace", fifo, "--out", filepath.Join(t.TempDir(), "out"), "--progress", "never")...)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				// Let the blocked open return.
+				if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					f.Close()
+				}
+				t.Fatalf("%s blocked on the FIFO", tc.args[0])
+			}
+			if exitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), "--trace "+fifo+" is a FIFO or pipe, and "+tc.verb+" reads its trace more than once") {
+				t.Fatalf("err %v (exit %d)", err, exitCode(err))
+			}
+		})
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // checkRereadableTrace refuses, for a verb that reads its trace more than
-// once (sweep: it hashes the file to resume, then reads it once per round
-// of points), a trace that can be read only once: a FIFO, a pipe
+// once (sweep and tune: they hash the file to resume, then read it once
+// per round of points; capacity: it counts the trace, then reads it once
+// per rate), a trace that can be read only once: a FIFO, a pipe
 // (/dev/stdin) or another non-regular file. Such a verb would otherwise
 // hash away the input, or wait forever for a second writer. builtin:
 // workloads are fine; an inference-perf: config is the file checked.

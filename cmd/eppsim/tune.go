@@ -102,6 +102,11 @@ func tuneMain(ctx context.Context, stdout, stderr io.Writer, f *tuneFlags) error
 	if err != nil {
 		return withExitCode(2, err)
 	}
+	// It hashes the trace to resume, then reads it once per round of
+	// points, as a sweep does.
+	if err := checkRereadableTrace("tune", spec.Trace); err != nil {
+		return withExitCode(2, err)
+	}
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	e := scenario.ForSource(f.eppConfig)
