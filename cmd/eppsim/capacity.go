@@ -182,8 +182,11 @@ func capacityMain(ctx context.Context, stdout, stderr io.Writer, f *capacityFlag
 		if names[e.Name]++; names[e.Name] > 1 {
 			e.Name = fmt.Sprintf("%s#%d", e.Name, names[e.Name])
 		}
-		l, err := e.Load(spec.Env.Seed)
+		l, err := loadEPP(ctx, e, spec.Env.Seed)
 		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
 			return withExitCode(2, fmt.Errorf("--epp-config %s: %w", c, err))
 		}
 		if l.Disaggregates() {

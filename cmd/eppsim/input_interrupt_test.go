@@ -16,8 +16,9 @@ import (
 // it waits for its trace (issue #25 D9: run --trace FIFO without a writer
 // ignored SIGTERM for 11 minutes; sleep 20 | eppsim run --trace /dev/stdin
 // exited 18.6 s after it): opening a FIFO nobody writes, reading one whose
-// writer went quiet, reading a pipe on stdin. The exit code is the
-// signal's, and run --out leaves nothing behind. (A sweep refuses such a
+// writer went quiet, reading a pipe on stdin, and opening an
+// --epp-config FIFO nobody writes (run, sweep, capacity, tune). The exit
+// code is the signal's, and run --out leaves nothing behind. (A sweep refuses such a
 // trace: TestSweepRefusesFIFOTrace.)
 func TestInterruptedWhileReading(t *testing.T) {
 	for _, tc := range []struct {
@@ -39,6 +40,21 @@ func TestInterruptedWhileReading(t *testing.T) {
 		}, "stdin", true},
 		{"trace convert, FIFO without a writer", syscall.SIGINT, func(trace, out string) []string {
 			return []string{"trace", "convert", trace, "--out", filepath.Join(filepath.Dir(out), "x.jsonl")}
+		}, "fifo", false},
+		// An --epp-config that is a FIFO without a writer (the FIFO given
+		// here as the config; the trace is the built-in default): its open
+		// blocked on the verb's goroutine, past SIGTERM.
+		{"run, --epp-config FIFO without a writer", syscall.SIGTERM, func(config, out string) []string {
+			return []string{"run", "--epp-config", config, "--max-requests", "5", "--out", out, "--progress", "never"}
+		}, "fifo", false},
+		{"sweep, --epp-config FIFO without a writer", syscall.SIGTERM, func(config, out string) []string {
+			return []string{"sweep", "--epp-config", config, "--vary", "queue-scorer.weight=1,2", "--max-requests", "5", "--out", out, "--progress", "never"}
+		}, "fifo", false},
+		{"capacity, --epp-config FIFO without a writer", syscall.SIGINT, func(config, out string) []string {
+			return []string{"capacity", "--epp-config", config, "--mode", "open-loop", "--replicas", "2", "--slo", "ttft_p99<=2s", "--out", out, "--progress", "never"}
+		}, "fifo", false},
+		{"tune, --epp-config FIFO without a writer", syscall.SIGTERM, func(config, out string) []string {
+			return []string{"tune", "--epp-config", config, "--param", "queue-scorer.weight=0:5", "--budget", "4", "--out", out}
 		}, "fifo", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -126,8 +126,11 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, f *runFlags) error {
 		// A bad config is reported before anything is simulated.
 		e := scenario.ForSource(c)
 		e.Release = spec.Release
-		l, err := e.Load(spec.Env.Seed)
+		l, err := loadEPP(ctx, e, spec.Env.Seed)
 		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
 			return withExitCode(2, err)
 		}
 		warnOlderConfig(stderr, c, l.MigrationWarnings())

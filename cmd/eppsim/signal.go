@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/eppsim/eppsim/scenario"
 )
 
 // Signals. A verb that has something to clean up or stop (run, sweep, tune,
@@ -100,4 +102,28 @@ func interrupted(ctx context.Context, err error) error {
 		err = fmt.Errorf("%s: %w", signalName(sc.sig), err)
 	}
 	return withExitCode(signalExitCode(sc.sig), err)
+}
+
+// loadEPP loads e's config on a goroutine of its own and waits for it or
+// for ctx, so that an --epp-config whose open blocks (a FIFO with no
+// writer) does not keep the first signal from stopping the verb (a
+// process substitution, <(...), is a FIFO whose writer comes). When ctx
+// ends first the error is interrupted(ctx, nil); the goroutine, still
+// blocked, ends with the process.
+func loadEPP(ctx context.Context, e scenario.EPP, seed uint64) (*scenario.Loaded, error) {
+	type loaded struct {
+		l   *scenario.Loaded
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		l, err := e.Load(seed)
+		done <- loaded{l, err}
+	}()
+	select {
+	case r := <-done:
+		return r.l, r.err
+	case <-ctx.Done():
+		return nil, interrupted(ctx, nil)
+	}
 }

@@ -166,8 +166,10 @@ func sweepMain(ctx context.Context, stdout, stderr io.Writer, f *sweepFlags) err
 	}
 	e := scenario.ForSource(f.eppConfig)
 	e.Release = spec.Release
-	if l, err := e.Load(spec.Env.Seed); err == nil {
+	if l, err := loadEPP(ctx, e, spec.Env.Seed); err == nil {
 		warnOlderConfig(stderr, f.eppConfig, l.MigrationWarnings())
+	} else if ctx.Err() != nil {
+		return err
 	}
 	plan, err := sweep.NewPlanContext(ctx, sweep.Sweep{Version: version, Spec: spec, EPP: e, Fleet: f.fleetDescription(spec.Fleet),
 		Dims: dims, Random: f.random, RandomSeed: f.randomSeed, MaxPoints: maxPoints})

@@ -111,8 +111,10 @@ func tuneMain(ctx context.Context, stdout, stderr io.Writer, f *tuneFlags) error
 	defer stop()
 	e := scenario.ForSource(f.eppConfig)
 	e.Release = spec.Release
-	if l, err := e.Load(spec.Env.Seed); err == nil {
+	if l, err := loadEPP(ctx, e, spec.Env.Seed); err == nil {
 		warnOlderConfig(stderr, f.eppConfig, l.MigrationWarnings())
+	} else if ctx.Err() != nil {
+		return err
 	}
 	res, err := sweep.Tune(ctx, sweep.TuneSpec{Version: version, Spec: spec, EPP: e,
 		Fleet: f.fleetDescription(spec.Fleet), Params: params, Objective: obj, Constraints: cons,
