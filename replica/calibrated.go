@@ -128,12 +128,18 @@ var OptionalCoefficients = map[string]string{"eta_experts": "eta_weights", "eta_
 func CoefficientExercised(name string, m *arch.Model) bool {
 	switch name {
 	case "eta_experts":
-		return m.MoE != nil && m.MoE.Experts > 0 && m.Quant.WeightBits == 0
+		return m.MoE != nil && m.MoE.Experts > 0 && fusedMoEExperts(m)
 	case "eta_kv_mha":
 		return m.MultiHeadKV()
 	}
 	return true
 }
+
+// fusedMoEExperts reports whether a mixture of experts' routed experts
+// run vLLM's fused MoE kernel, whose efficiency eta_experts is: when they
+// are unquantised (quantised experts run other kernels and stream at
+// eta_weights).
+func fusedMoEExperts(m *arch.Model) bool { return m.Quant.WeightBits == 0 }
 
 // CoefficientNames lists the coefficients in the order of Vector.
 var CoefficientNames = []string{"step_us", "layer_us", "seq_us", "eta_weights", "eta_kv", "mfu",
@@ -827,7 +833,7 @@ func newCalibratedModel(co Coefficients, m *arch.Model, g *arch.GPU, tp, expertS
 		// departs from vllm-engine.md B.1/B.3, which stream every weight
 		// byte at one η_w (the roofline step model keeps them).
 		c.etaExperts = co.EtaWeights
-		if m.Quant.WeightBits == 0 {
+		if fusedMoEExperts(m) {
 			c.etaExperts = co.ExpertEfficiency()
 			c.tritonExperts = true
 		}

@@ -525,10 +525,7 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 	}
 	reportRefused(cmd.ErrOrStderr(), file)
 	if carried != nil {
-		if err := checkCarried(*carried, latency.FitRuns(file), weights, f.draws); err != nil {
-			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
-		}
-		if err := latency.CheckFolds(file, carried.Folds); err != nil {
+		if err := checkCarried(*carried, file, weights, f.draws); err != nil {
 			return withExitCode(2, fmt.Errorf("--continue %s: %w", f.cont, err))
 		}
 	}
@@ -703,9 +700,14 @@ func calibrateMain(cmd *cobra.Command, f *calibrateFlags, paths []string) error 
 // because no fold was fitted from the full fit (each starts from the
 // prior), provided they held out the same runs with the same objective:
 // from's leave-one-model-out folds must partition exactly the runs this
-// fit is fitted on (latency.FitRuns), each fold with the metric weights
-// and the arrival draws given now.
-func checkCarried(from replica.Calibration, fitted []*latency.Experiment, weights map[string]float64, draws int) error {
+// fit is fitted on (latency.FitRuns), every fold must describe them
+// (latency.CheckFolds), each with the metric weights and the arrival
+// draws given now.
+func checkCarried(from replica.Calibration, file *latency.File, weights map[string]float64, draws int) error {
+	if err := latency.CheckFolds(file, from.Folds); err != nil {
+		return err
+	}
+	fitted := latency.FitRuns(file)
 	fit := map[string]bool{}
 	for _, e := range fitted {
 		fit[e.ID] = true
